@@ -1,0 +1,20 @@
+"""remote_module: TorchScript-first remote ``nn.Module``s on ``torch.distributed.rpc``.
+
+Example::
+
+    >>> from remote_module import RemoteModule
+    >>> rm = RemoteModule("worker1/cpu", torch.nn.Linear, args=(16, 4))
+"""
+
+from remote_module._calls import set_type_checking, type_checking
+from remote_module._version import __version__
+from remote_module.runtime import RemoteDevice, RemoteModule, parse_remote_device
+
+__all__ = [
+    "RemoteDevice",
+    "RemoteModule",
+    "__version__",
+    "parse_remote_device",
+    "set_type_checking",
+    "type_checking",
+]

@@ -1,0 +1,79 @@
+"""A real RPC group on 127.0.0.1 for tests: this process is ``worker0``, the others are
+subprocesses started here and ended by pid."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch.distributed.rpc as rpc
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 60.0
+RPC_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def backend_options(port: int, timeout: float = RPC_TIMEOUT_S) -> rpc.TensorPipeRpcBackendOptions:
+    return rpc.TensorPipeRpcBackendOptions(
+        init_method=f"tcp://127.0.0.1:{port}", num_worker_threads=8, rpc_timeout=timeout
+    )
+
+
+def start_workers(world_size: int, port: int, first_rank: int = 1) -> list[subprocess.Popen[bytes]]:
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.rpc_worker", str(rank), str(world_size), str(port)],
+            cwd=ROOT,
+            env=env,
+        )
+        for rank in range(first_rank, world_size)
+    ]
+
+
+def end_processes(processes: list[subprocess.Popen[bytes]], grace_s: float = 20.0) -> None:
+    deadline = time.monotonic() + grace_s
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+    for process in processes:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def rpc_group(world_size: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """This process joins as ``worker0``; ranks 1.. run ``tests.rpc_worker``."""
+    port = free_port()
+    workers = start_workers(world_size, port)
+    try:
+        rpc.init_rpc(
+            "worker0", rank=0, world_size=world_size, rpc_backend_options=backend_options(port)
+        )
+    except BaseException:
+        end_processes(workers, grace_s=0)
+        raise
+    try:
+        yield workers
+    finally:
+        try:
+            rpc.shutdown(graceful=True, timeout=30)
+        finally:
+            end_processes(workers)
