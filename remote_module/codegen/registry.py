@@ -114,10 +114,13 @@ def scriptable_module_name(interface_cls: type, move_tensors: bool) -> str:
     """The name of the module :func:`scriptable_module` returns, without loading it."""
     interface = interface_model(interface_cls)
     key = (interface.qualified_name, bool(move_tensors))
+    # A module that moves tensors checks the device at run time, so it serves CPU modules too.
+    keys = [key] if move_tensors else [key, (interface.qualified_name, True)]
     with _lock:
-        module = _registered.get(key)
-        if module is not None and module._rm_module_interface_cls is interface_cls:
-            return module.__name__
+        for candidate in keys:
+            module = _registered.get(candidate)
+            if module is not None and module._rm_module_interface_cls is interface_cls:
+                return module.__name__
         if key in _stale:
             _warn_stale(_stale[key])
     return in_memory_name(interface, bool(move_tensors))
