@@ -254,12 +254,9 @@ class RemoteModule(nn.Module):
     def named_modules(
         self, memo: set[nn.Module] | None = None, prefix: str = "", remove_duplicate: bool = True
     ) -> Iterator[tuple[str, nn.Module]]:
-        if memo is None:
+        if memo is None:  # a direct call, not a parent's traversal
             _raise_not_supported("named_modules")
-        if self not in memo:
-            if remove_duplicate:
-                memo.add(self)
-            yield prefix, self
+        return _leaf(self, memo, prefix, remove_duplicate)
 
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:
         destination = kwargs.get("destination", args[0] if args else None)
@@ -318,6 +315,15 @@ class RemoteModule(nn.Module):
                 return "<unreachable>"
             self._remote_type_name = name
         return name
+
+
+def _leaf(
+    module: nn.Module, memo: set[nn.Module], prefix: str, remove_duplicate: bool
+) -> Iterator[tuple[str, nn.Module]]:
+    if module not in memo:
+        if remove_duplicate:
+            memo.add(module)
+        yield prefix, module
 
 
 def _unsupported(name: str) -> Callable[..., Any]:
@@ -513,7 +519,7 @@ def _reduce_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, 
 
 def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModule:
     attributes = dict(zip(_PICKLED_ATTRIBUTES, values, strict=True))
-    spec = attributes.pop("generated_methods")
+    spec = attributes["generated_methods"]  # replaced by the loaded methods, in its place
     remote_module = cls.__new__(cls)
     nn.Module.__init__(remote_module)
     remote_module.__dict__.update(attributes)

@@ -1,0 +1,1 @@
+"""Example interfaces and modules; their generated stubs live in ``examples/generated``."""
