@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -85,12 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        return _run_worker(
-            rank,
-            world_size,
-            config,
-            os.environ.get("MASTER_ADDR", "127.0.0.1"),
-            int(os.environ.get("MASTER_PORT", "29500")),
+        addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        _exit_now(
+            _run_worker(rank, world_size, config, addr, int(os.environ.get("MASTER_PORT", "29500")))
         )
     return _spawn_all(config)
 
@@ -156,7 +153,15 @@ def _stop(processes: list[Any]) -> None:
 
 def _spawned_worker(rank: int, world_size: int, config: DemoConfig, port: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
-    sys.exit(_run_worker(rank, world_size, config, "127.0.0.1", port))
+    _exit_now(_run_worker(rank, world_size, config, "127.0.0.1", port))
+
+
+def _exit_now(code: int) -> NoReturn:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: RPC and gloo threads still parked in C++ can abort a
+    # normal exit ("exception not rethrown") after all work is done.
+    os._exit(code)
 
 
 # --- One worker ---------------------------------------------------------------------------
