@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(files, output_dir)
         _write(files, output_dir)
     except BadInput as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
         return ExitCode.BAD_INPUT
     return ExitCode.OK
 

@@ -254,7 +254,10 @@ class Interface:
     @property
     def fingerprint(self) -> str:
         """A stable digest of everything in the interface that changes the generated code."""
-        named = "\n".join(f"{t.module}.{t.qualname}{t.fields}" for t in self.named_types)
+        named = "\n".join(
+            f"{t.module}.{t.qualname}{t.fields}{tuple(a.text for a in t.args)}"
+            for t in self.named_types
+        )
         text = f"{self.qualified_name}\n{self}\n{named}\n"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -303,10 +306,9 @@ def parse_interface(interface_cls: object, *, require_script_interface: bool = T
     qualified = f"{interface_cls.__module__}.{interface_cls.__qualname__}"
     if require_script_interface and not getattr(interface_cls, "__torch_script_interface__", False):
         raise ValueError(f"{qualified} is not decorated with @torch.jit.interface")
-    if "<locals>" in interface_cls.__qualname__:
+    if "." in interface_cls.__qualname__:
         raise ValueError(
-            f"{qualified} is defined inside a function: generated code must import it, "
-            "so define it at module level"
+            f"{qualified} is not defined at module level: generated code must import it"
         )
     functions = [
         (name, value)
@@ -315,6 +317,8 @@ def parse_interface(interface_cls: object, *, require_script_interface: bool = T
     ]
     if "forward" not in dict(functions):
         raise ValueError(f"{qualified} has no method 'forward'")
+    # forward first, then the others in declaration order (a stable sort).
+    functions.sort(key=lambda item: item[0] != "forward")
     methods = tuple(_parse_method(qualified, name, fn) for name, fn in functions)
     _check_method_names(qualified, methods)
     interface = Interface(interface_cls.__module__, interface_cls.__qualname__, methods)
@@ -351,8 +355,36 @@ def _parse_method(interface: str, name: str, fn: Callable[..., Any]) -> Method:
     return Method(name, tuple(arguments), returns)
 
 
+# Globals of the generated module that a method or argument name would shadow.
+_GENERATED_GLOBALS = frozenset(
+    {
+        "torch",
+        "rpc",
+        "Tensor",
+        "RRef",
+        "Future",
+        "Any",
+        "Dict",
+        "List",
+        "Optional",
+        "Tuple",
+        "Union",
+        "GENERATOR_VERSION",
+        "INTERFACE",
+        "INTERFACE_FINGERPRINT",
+        "MOVES_CPU_TENSORS_TO_DEVICE",
+        "self",
+    }
+)
+
+
 def _check_name(where: str, what: str, name: str) -> None:
-    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith(_INTERNAL_PREFIX):
+    if (
+        not name.isidentifier()
+        or keyword.iskeyword(name)
+        or name.startswith(_INTERNAL_PREFIX)
+        or name in _GENERATED_GLOBALS
+    ):
         raise ValueError(f"{where}: {what} name {name!r} is not allowed in generated code")
 
 

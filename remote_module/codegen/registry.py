@@ -84,6 +84,8 @@ def check_fresh(
 
 def register(module_name: str) -> None:
     """Called at the end of every generated module: make it the one the runtime uses."""
+    if module_name.startswith(IN_MEMORY_PACKAGE + "."):
+        return  # found by its name, which already encodes everything that shaped it
     module = sys.modules[module_name]
     if not hasattr(module, "INTERFACE"):
         if module.GENERATOR_VERSION != __version__:
