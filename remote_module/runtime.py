@@ -125,7 +125,28 @@ class RemoteModule(nn.Module):
         timeout: float | None = None,
     ) -> None:
         super().__init__()
-        interface_cls = _pick_interface(module_interface_cls, _module_interface_cls)
+        # The body lives in _construct: torch.jit.script re-reads __init__'s source on every call.
+        self._construct(
+            remote_device,
+            module_cls,
+            args,
+            kwargs,
+            module_interface_cls,
+            _module_interface_cls,
+            timeout,
+        )
+
+    def _construct(
+        self,
+        remote_device: str,
+        module_cls: Callable[..., nn.Module],
+        args: tuple[Any, ...] | None,
+        kwargs: dict[str, Any] | None,
+        module_interface_cls: Any,
+        legacy_interface_cls: Any,
+        timeout: float | None,
+    ) -> None:
+        interface_cls = _pick_interface(module_interface_cls, legacy_interface_cls)
         move_tensors = self._prepare(remote_device, interface_cls, timeout)
         args = tuple(args) if args is not None else ()
         kwargs = dict(kwargs) if kwargs is not None else {}
