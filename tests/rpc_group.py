@@ -28,7 +28,9 @@ def free_port() -> int:
 
 def backend_options(port: int, timeout: float = RPC_TIMEOUT_S) -> rpc.TensorPipeRpcBackendOptions:
     return rpc.TensorPipeRpcBackendOptions(
-        init_method=f"tcp://127.0.0.1:{port}", num_worker_threads=8, rpc_timeout=timeout
+        init_method=f"tcp://{os.environ.get('RM_TEST_INIT_ADDR', '127.0.0.1')}:{port}",
+        num_worker_threads=8,
+        rpc_timeout=timeout,
     )
 
 
@@ -59,7 +61,7 @@ def end_processes(processes: list[subprocess.Popen[bytes]], grace_s: float = 20.
 
 
 @contextlib.contextmanager
-def rpc_group(world_size: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+def rpc_group(world_size: int, graceful: bool = True) -> Iterator[list[subprocess.Popen[bytes]]]:
     """This process joins as ``worker0``; ranks 1.. run ``tests.rpc_worker``."""
     port = free_port()
     workers = start_workers(world_size, port)
@@ -74,6 +76,6 @@ def rpc_group(world_size: int) -> Iterator[list[subprocess.Popen[bytes]]]:
         yield workers
     finally:
         try:
-            rpc.shutdown(graceful=True, timeout=30)
+            rpc.shutdown(graceful=graceful, timeout=30)
         finally:
-            end_processes(workers)
+            end_processes(workers, grace_s=20.0 if graceful else 2.0)

@@ -1,0 +1,331 @@
+"""The measurements, run on rank 0 (the caller) of a benchmark pair; rank 1 owns the modules.
+
+Each ``measure_*`` function returns ``{row: {impl: [value per repeat]}}`` in the row's unit.
+Implementations are interleaved A B A B within every repeat; each row's iteration count is
+calibrated once against its reference so that a repeat takes at least ``Sizes.min_time_s``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.distributed.rpc as rpc
+from torch import nn
+from torch.distributed.nn import RemoteModule as UpstreamRemoteModule
+from torch.distributed.nn.api.remote_module import _RemoteModule as UpstreamInterfaceRemoteModule
+
+import remote_module
+from benchmarks import interfaces
+from benchmarks.interfaces import TINY_FEATURES, TinyInterface
+from benchmarks.spec import FLOOR, OURS, UPSTREAM, Figure, Sizes
+
+OWNER = "worker1"
+REMOTE_DEVICE = f"{OWNER}/cpu"
+ASYNC_IN_FLIGHT = 32
+
+Results = dict[str, dict[str, list[float]]]
+# A callable that runs ``n`` iterations of one implementation.
+Loop = Callable[[int], None]
+
+
+def build(impl: str, module_cls: type[nn.Module], args: tuple[Any, ...], scriptable: bool) -> Any:
+    """A RemoteModule of ``impl`` (ours or upstream) on the owner."""
+    if impl == OURS:
+        if scriptable:
+            return remote_module.RemoteModule(
+                REMOTE_DEVICE, module_cls, args, module_interface_cls=TinyInterface
+            )
+        return remote_module.RemoteModule(REMOTE_DEVICE, module_cls, args)
+    if scriptable:  # upstream's public class does not take an interface
+        return UpstreamInterfaceRemoteModule(
+            REMOTE_DEVICE, module_cls, args, _module_interface_cls=TinyInterface
+        )
+    return UpstreamRemoteModule(REMOTE_DEVICE, module_cls, args)
+
+
+def floor_rref(
+    module_cls: Callable[..., nn.Module], args: tuple[Any, ...], scriptable: bool
+) -> Any:
+    """The floor's RRef: a plain module (``rpc.remote``) or a scripted one typed by the
+    interface (created, scripted and wrapped on the owner)."""
+    if scriptable:
+        return rpc.rpc_sync(OWNER, interfaces.create_scripted, (module_cls, args))
+    rref = rpc.remote(OWNER, module_cls, args)
+    rref._get_future().wait()
+    return rref
+
+
+# --- Timing -------------------------------------------------------------------------------
+
+
+def _seconds(loop: Loop, n: int) -> float:
+    start = time.perf_counter()
+    loop(n)
+    return time.perf_counter() - start
+
+
+def calibrate(loop: Loop, sizes: Sizes, min_iters: int | None = None, step: int = 1) -> int:
+    """Iterations (a multiple of ``step``) for one repeat to last ``sizes.min_time_s``."""
+    n = max(step, (min_iters or sizes.min_iters) // step * step)
+    while True:
+        elapsed = _seconds(loop, n)
+        if elapsed >= sizes.min_time_s or n >= sizes.max_iters:
+            return n
+        grow = 1.25 * sizes.min_time_s / max(elapsed, 1e-6)
+        n = min(sizes.max_iters, max(2 * n, int(n * grow)))
+        n = max(step, n // step * step)
+
+
+def interleave(
+    rows: dict[str, dict[str, Loop]],
+    iters: dict[str, int],
+    repeats: int,
+    convert: Mapping[str, Callable[[float, int], float]],
+    blocks: int = 1,
+    steps: dict[str, int] | None = None,
+) -> Results:
+    """Run every implementation of every row once per repeat, in order (A B A B).
+
+    With ``blocks > 1`` a repeat's iterations are split into that many chunks, themselves
+    interleaved A B A B, so slow drift of the machine hits every implementation alike.
+    """
+    results: Results = {row: {impl: [] for impl in loops} for row, loops in rows.items()}
+    chunks: dict[str, tuple[int, int]] = {}
+    for row, n in iters.items():
+        step = (steps or {}).get(row, 1)
+        count = max(1, min(blocks, n // step))
+        chunks[row] = (max(step, n // count // step * step), count)
+    for row, loops in rows.items():  # warm every implementation once
+        for loop in loops.values():
+            loop(max(1, iters[row] // 8))
+    for _ in range(repeats):
+        for row, loops in rows.items():
+            chunk, count = chunks[row]
+            elapsed = dict.fromkeys(loops, 0.0)
+            for _ in range(count):
+                for impl, loop in loops.items():
+                    elapsed[impl] += _seconds(loop, chunk)
+            for impl in loops:
+                results[row][impl].append(convert[row](elapsed[impl], chunk * count))
+    return results
+
+
+def per_call_us(elapsed: float, n: int) -> float:
+    return elapsed / n * 1e6
+
+
+def gbps(nbytes: int) -> Callable[[float, int], float]:
+    return lambda elapsed, n: nbytes * n / elapsed / 1e9
+
+
+# --- Loops ----------------------------------------------------------------------------------
+
+
+def sync_loop(call: Callable[[torch.Tensor], Any], x: torch.Tensor) -> Loop:
+    def loop(n: int) -> None:
+        for _ in range(n):
+            call(x)
+
+    return loop
+
+
+def async_loop(call: Callable[[torch.Tensor], torch.futures.Future[Any]], x: torch.Tensor) -> Loop:
+    def loop(n: int) -> None:
+        for _ in range(max(1, n // ASYNC_IN_FLIGHT)):
+            torch.futures.wait_all([call(x) for _ in range(ASYNC_IN_FLIGHT)])
+
+    return loop
+
+
+def floor_sync(fn: Any, rref: Any) -> Callable[[torch.Tensor], Any]:
+    return lambda x: rpc.rpc_sync(OWNER, fn, (rref, x))
+
+
+def floor_async(fn: Any, rref: Any) -> Callable[[torch.Tensor], torch.futures.Future[Any]]:
+    return lambda x: rpc.rpc_async(OWNER, fn, (rref, x))
+
+
+# --- Figures --------------------------------------------------------------------------------
+
+
+def measure_tiny_call(sizes: Sizes, repeats: int) -> Results:
+    x = torch.randn(1, TINY_FEATURES)
+    args = (TINY_FEATURES, TINY_FEATURES)
+    rows: dict[str, dict[str, Loop]] = {}
+    for scriptable, suffix, floor_fn in (
+        (False, "nonscriptable", interfaces.run_python),
+        (True, "scriptable", interfaces.run_script),
+    ):
+        ours = build(OURS, nn.Linear, args, scriptable)
+        upstream = build(UPSTREAM, nn.Linear, args, scriptable)
+        rref = floor_rref(nn.Linear, args, scriptable)
+        rows[f"sync_{suffix}"] = {
+            OURS: sync_loop(ours.forward, x),
+            UPSTREAM: sync_loop(upstream.forward, x),
+            FLOOR: sync_loop(floor_sync(floor_fn, rref), x),
+        }
+        rows[f"async{ASYNC_IN_FLIGHT}_{suffix}"] = {
+            OURS: async_loop(ours.forward_async, x),
+            UPSTREAM: async_loop(upstream.forward_async, x),
+            FLOOR: async_loop(floor_async(floor_fn, rref), x),
+        }
+    steps = {row: ASYNC_IN_FLIGHT if "async" in row else 1 for row in rows}
+    iters = {row: calibrate(loops[FLOOR], sizes, step=steps[row]) for row, loops in rows.items()}
+    convert = dict.fromkeys(rows, per_call_us)
+    return interleave(rows, iters, repeats, convert, sizes.blocks, steps)
+
+
+def measure_large_tensors(sizes: Sizes, repeats: int) -> Results:
+    rows: dict[str, dict[str, Loop]] = {}
+    convert: dict[str, Callable[[float, int], float]] = {}
+    ours = build(OURS, nn.Identity, (), False)
+    upstream = build(UPSTREAM, nn.Identity, (), False)
+    rref = floor_rref(nn.Identity, (), False)
+    for mib in (4, 64):
+        x = torch.randn(mib * 2**20 // 4)
+        rows[f"{mib}MiB"] = {
+            OURS: sync_loop(ours.forward, x),
+            UPSTREAM: sync_loop(upstream.forward, x),
+            FLOOR: sync_loop(floor_sync(interfaces.run_python, rref), x),
+        }
+        convert[f"{mib}MiB"] = gbps(2 * x.numel() * x.element_size())  # there and back
+    iters = {row: calibrate(loops[FLOOR], sizes, min_iters=2) for row, loops in rows.items()}
+    return interleave(rows, iters, repeats, convert, sizes.blocks)
+
+
+def measure_jit_loop(sizes: Sizes, repeats: int) -> Results:
+    x = torch.randn(1, TINY_FEATURES)
+    args = (TINY_FEATURES, TINY_FEATURES)
+    scripted = {
+        impl: torch.jit.script(build(impl, nn.Linear, args, True)) for impl in (OURS, UPSTREAM)
+    }
+    rref = floor_rref(nn.Linear, args, True)
+    n = sizes.loop_n
+
+    def remote(module: Any) -> Loop:
+        def loop(count: int) -> None:
+            for _ in range(count):
+                interfaces.remote_loop(module, x, n)
+
+        return loop
+
+    def floor(count: int) -> None:
+        for _ in range(count):
+            interfaces.floor_loop(OWNER, rref, x, n)
+
+    rows = {
+        "loop": {OURS: remote(scripted[OURS]), UPSTREAM: remote(scripted[UPSTREAM]), FLOOR: floor}
+    }
+    iters = {"loop": calibrate(floor, sizes, min_iters=1)}
+    convert = {"loop": lambda elapsed, count: elapsed / (count * n) * 1e6}
+    return interleave(rows, iters, repeats, convert, sizes.blocks)
+
+
+def measure_type_check(sizes: Sizes, repeats: int) -> Results:
+    x = torch.randn(1, TINY_FEATURES)
+    rm = build(OURS, nn.Linear, (TINY_FEATURES, TINY_FEATURES), True)
+
+    def checked(enabled: bool) -> Loop:
+        def loop(n: int) -> None:
+            remote_module.set_type_checking(enabled)
+            try:
+                for _ in range(n):
+                    rm.forward(x)
+            finally:
+                remote_module.set_type_checking(True)
+
+        return loop
+
+    rows = {"sync_scriptable": {"on": checked(True), "off": checked(False)}}
+    iters = {"sync_scriptable": calibrate(rows["sync_scriptable"]["off"], sizes)}
+    # The checks cost far less than the call's noise: many short alternating blocks.
+    convert = {"sync_scriptable": per_call_us}
+    return interleave(rows, iters, repeats, convert, sizes.blocks * 8)
+
+
+def measure_construction(sizes: Sizes, impl: str) -> dict[str, float]:
+    """One repeat of one implementation, in fresh processes: the first construction comes
+    first of all, then everything else."""
+    args = (TINY_FEATURES, TINY_FEATURES)
+    values: dict[str, float] = {}
+
+    def scriptable() -> Any:
+        if impl == FLOOR:
+            return rpc.rpc_sync(OWNER, interfaces.create_scripted, (nn.Linear, args))
+        return build(impl, nn.Linear, args, True)
+
+    start = time.perf_counter()
+    first = scriptable()
+    values["scriptable_first"] = (time.perf_counter() - start) * 1e3
+    if impl != FLOOR:
+        start = time.perf_counter()
+        torch.jit.script(first)
+        values["script_first"] = (time.perf_counter() - start) * 1e3
+    warm: list[float] = []
+    again: list[float] = []
+    keep = [first]
+    for _ in range(sizes.warm_constructions):
+        start = time.perf_counter()
+        made = scriptable()
+        warm.append(time.perf_counter() - start)
+        keep.append(made)
+        if impl != FLOOR:
+            start = time.perf_counter()
+            torch.jit.script(made)
+            again.append(time.perf_counter() - start)
+    values["scriptable_warm"] = statistics.median(warm) * 1e3
+    if again:
+        values["script_again"] = statistics.median(again) * 1e3
+
+    def nonscriptable() -> Any:
+        if impl == FLOOR:
+            rref = rpc.remote(OWNER, nn.Linear, args)
+        else:
+            rref = build(impl, nn.Linear, args, False).module_rref
+        rref._get_future().wait()  # the owner has created it
+        return rref
+
+    nonscriptable()  # its first one in this process is not what this row measures
+    plain: list[float] = []
+    for _ in range(max(sizes.warm_constructions, 2)):
+        start = time.perf_counter()
+        keep.append(nonscriptable())
+        plain.append(time.perf_counter() - start)
+    values["nonscriptable"] = statistics.median(plain) * 1e3
+    del keep
+    return values
+
+
+def measure_memcpy(sizes: Sizes, repeats: int) -> Results:
+    src = torch.randn(64 * 2**20 // 4)
+    dst = torch.empty_like(src)
+    nbytes = src.numel() * src.element_size()
+
+    def loop(n: int) -> None:
+        for _ in range(n):
+            dst.copy_(src)
+
+    rows: dict[str, dict[str, Loop]] = {"64MiB": {"copy_": loop}}
+    iters = {"64MiB": calibrate(loop, sizes, min_iters=2)}
+    return interleave(rows, iters, repeats, {"64MiB": gbps(nbytes)})
+
+
+PAIR_FIGURES: dict[str, Callable[[Sizes, int], Results]] = {
+    "tiny_call": measure_tiny_call,
+    "large_tensors": measure_large_tensors,
+    "jit_loop": measure_jit_loop,
+    "type_check": measure_type_check,
+    "memcpy": measure_memcpy,
+}
+
+
+def measure(figure: Figure, sizes: Sizes, repeats: int, impl: str | None) -> Any:
+    if figure.launch == "fresh":
+        if impl is None:
+            raise ValueError(f"{figure.name} needs --impl")
+        return measure_construction(sizes, impl)
+    return PAIR_FIGURES[figure.name](sizes, repeats)

@@ -1,0 +1,68 @@
+"""What both ranks of a benchmark pair import: the interfaces, the floor functions and the
+module factories. Everything sent over RPC lives here, at module level, so the owner unpickles
+it by name (never from a ``__main__``).
+
+No ``from __future__ import annotations``: TorchScript reads these annotations.
+"""
+
+import torch
+import torch.distributed.rpc as rpc
+from torch import Tensor, nn
+from torch.distributed.rpc import RRef
+
+TINY_FEATURES = 16
+
+
+@torch.jit.interface
+class TinyInterface:
+    """The remote module's interface: ``nn.Linear`` and ``nn.Identity`` both match it."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        pass
+
+
+@torch.jit.interface
+class RemoteTinyInterface:
+    """How a script function sees a scripted RemoteModule built with :class:`TinyInterface`."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        pass
+
+
+def tiny_linear() -> nn.Module:
+    """The tiny call's module, built on the owner."""
+    return nn.Linear(TINY_FEATURES, TINY_FEATURES)
+
+
+def run_python(rref: RRef, x: Tensor) -> Tensor:
+    """The Python floor: run the module behind ``rref`` on its owner."""
+    return rref.local_value()(x)
+
+
+@torch.jit.script
+def run_script(rref: RRef[TinyInterface], x: Tensor) -> Tensor:
+    """The TorchScript floor: the same, compiled, through an interface-typed RRef."""
+    return rref.local_value().forward(x)
+
+
+def create_scripted(module_cls: type[nn.Module], args: tuple[int, ...]) -> RRef:
+    """The construction floor, run on the owner: create, script, wrap in an interface RRef."""
+    return rpc.RRef(torch.jit.script(module_cls(*args)), TinyInterface)
+
+
+@torch.jit.script
+def remote_loop(module: RemoteTinyInterface, x: Tensor, n: int) -> Tensor:
+    """``n`` calls of a scripted RemoteModule's ``forward`` from TorchScript."""
+    y = x
+    for _ in range(n):
+        y = module.forward(x)
+    return y
+
+
+@torch.jit.script
+def floor_loop(owner: str, rref: RRef[TinyInterface], x: Tensor, n: int) -> Tensor:
+    """The TorchScript floor of :func:`remote_loop`: ``n`` RPCs of :func:`run_script`."""
+    y = x
+    for _ in range(n):
+        y = rpc.rpc_async(owner, run_script, (rref, x)).wait()
+    return y

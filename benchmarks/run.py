@@ -1,0 +1,409 @@
+"""Run the benchmark suite: ``python -m benchmarks.run [--json PATH] [--plot PATH]
+[--repeats N] [--size smoke|full] [--only NAME ...]``.
+
+Every figure runs in its own worker processes on 127.0.0.1 (``benchmarks.worker``): rank 0
+measures, rank 1 owns the modules. The construction figure starts a new pair for every repeat
+and implementation. Within a figure the implementations are interleaved A B A B; the table
+shows per implementation the median and min-max over the repeats, and the median of the
+per-repeat paired ratios against the row's reference (the floor, unless noted).
+
+``--json`` writes ``{"meta": {...}, "figures": {figure: {"description", "launch", "rows":
+{row: {"unit", "higher_is_better", "reference", "description", "impls": {impl: {"median",
+"min", "max", "samples"}}, "ratios": {impl: {"median", "min", "max"}}}}}}}``; the
+``type_check`` row adds ``"overhead_pct"`` (checks as % of the checked call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.spec import DEFAULT_REPEATS, FIGURES, SIZES, Figure
+
+ROOT = Path(__file__).resolve().parent.parent
+# Per process pair (or single process): start-up, calibration and every repeat.
+PAIR_TIMEOUT_S = {"smoke": 120.0, "full": 400.0}
+FRESH_TIMEOUT_S = {"smoke": 120.0, "full": 180.0}
+
+Samples = dict[str, dict[str, list[float]]]
+
+
+class BenchmarkError(RuntimeError):
+    """A worker failed or timed out; the message carries the tail of its output."""
+
+
+# --- Processes ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+
+
+def _tail(path: Path, limit: int = 3000) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return text[-limit:]
+
+
+def run_workers(
+    figure: Figure,
+    size: str,
+    repeats: int,
+    workdir: Path,
+    tag: str,
+    timeout_s: float,
+    impl: str | None = None,
+) -> Any:
+    """Start the figure's process(es), wait (bounded), return what rank 0 wrote."""
+    out = workdir / f"{tag}.json"
+    port = free_port()
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    ranks = [0] if figure.launch == "single" else [1, 0]  # the owner first
+    processes: dict[int, subprocess.Popen[bytes]] = {}
+    logs: dict[int, Path] = {}
+    try:
+        for rank in ranks:
+            logs[rank] = workdir / f"{tag}.rank{rank}.log"
+            command = [
+                sys.executable,
+                "-m",
+                "benchmarks.worker",
+                figure.name,
+                str(rank),
+                str(port),
+                size,
+                str(repeats),
+                str(out),
+            ]
+            if impl is not None:
+                command.append(impl)
+            with open(logs[rank], "wb") as log:
+                processes[rank] = subprocess.Popen(
+                    command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+        _wait_all(processes, logs, tag, timeout_s)
+    finally:
+        for process in processes.values():
+            _kill(process)
+    return json.loads(out.read_text())
+
+
+def _wait_all(
+    processes: dict[int, subprocess.Popen[bytes]], logs: dict[int, Path], tag: str, timeout_s: float
+) -> None:
+    """Until every process exits 0; the first failure (or the deadline) raises at once."""
+    deadline = time.monotonic() + timeout_s
+    pending = dict(processes)
+    while pending:
+        for rank, process in list(pending.items()):
+            code = process.poll()
+            if code is None:
+                continue
+            if code != 0:
+                raise BenchmarkError(f"{tag}: rank {rank} exited with {code}\n" + _tail(logs[rank]))
+            del pending[rank]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            rank = min(pending)
+            raise BenchmarkError(
+                f"{tag}: rank {rank} did not finish within {timeout_s:.0f} s\n" + _tail(logs[rank])
+            )
+        time.sleep(0.02)
+
+
+def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
+    """Raw samples ``{row: {impl: [value per repeat]}}`` of one figure."""
+    if figure.launch != "fresh":
+        samples: Samples = run_workers(
+            figure, size, repeats, workdir, figure.name, PAIR_TIMEOUT_S[size]
+        )
+        return samples
+    samples = {row.name: {impl: [] for impl in row.impls} for row in figure.rows}
+    impls = list(dict.fromkeys(impl for row in figure.rows for impl in row.impls))
+    for repeat in range(repeats):
+        for impl in impls:  # A B A B: one fresh pair each
+            values = run_workers(
+                figure,
+                size,
+                1,
+                workdir,
+                f"{figure.name}-{impl}-{repeat}",
+                FRESH_TIMEOUT_S[size],
+                impl=impl,
+            )
+            for row, value in values.items():
+                samples[row][impl].append(value)
+    return samples
+
+
+# --- Statistics -----------------------------------------------------------------------------
+
+
+def _spread(values: Sequence[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarize(figure: Figure, samples: Samples) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for row in figure.rows:
+        measured = samples[row.name]
+        missing = [impl for impl in row.impls if not measured.get(impl)]
+        if missing:
+            raise BenchmarkError(f"{figure.name}/{row.name}: no samples for {missing}")
+        entry: dict[str, Any] = {
+            "unit": row.unit,
+            "higher_is_better": row.higher_is_better,
+            "reference": row.reference,
+            "description": row.description,
+            "impls": {
+                impl: {**_spread(measured[impl]), "samples": measured[impl]} for impl in row.impls
+            },
+            "ratios": {},
+        }
+        if row.reference is not None:
+            reference = measured[row.reference]
+            for impl in row.impls:
+                if impl == row.reference:
+                    continue
+                paired = [a / b for a, b in zip(measured[impl], reference, strict=True)]
+                entry["ratios"][impl] = _spread(paired)
+        if figure.name == "type_check":
+            on, off = measured["on"], measured["off"]
+            entry["overhead_pct"] = _spread(
+                [(a - b) / a * 100.0 for a, b in zip(on, off, strict=True)]
+            )
+        rows[row.name] = entry
+    return {"description": figure.description, "launch": figure.launch, "rows": rows}
+
+
+# --- Output ---------------------------------------------------------------------------------
+
+
+def _number(value: float) -> str:
+    if value == 0 or not math.isfinite(value):
+        return str(value)
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}" if magnitude < 1 else f"{value:.2f}"
+
+
+def table(report: dict[str, Any]) -> str:
+    header = ("figure", "row", "impl", "median", "min-max", "unit", "ratio (median [min-max])")
+    lines: list[tuple[str, ...]] = [header]
+    for figure_name, figure in report["figures"].items():
+        for row_name, row in figure["rows"].items():
+            for impl, stats in row["impls"].items():
+                ratio = row["ratios"].get(impl)
+                if ratio is not None:
+                    text = (
+                        f"{ratio['median']:.3f}x {row['reference']} "
+                        f"[{ratio['min']:.3f}-{ratio['max']:.3f}]"
+                    )
+                elif impl == row["reference"]:
+                    text = "(reference)"
+                else:
+                    text = ""
+                if impl == "on" and "overhead_pct" in row:
+                    pct = row["overhead_pct"]
+                    text += (
+                        f"; checks = {pct['median']:.1f}% of the call "
+                        f"[{pct['min']:.1f}-{pct['max']:.1f}]"
+                    )
+                lines.append(
+                    (
+                        figure_name,
+                        row_name,
+                        impl,
+                        _number(stats["median"]),
+                        f"{_number(stats['min'])}-{_number(stats['max'])}",
+                        row["unit"],
+                        text,
+                    )
+                )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    rendered = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    ]
+    rendered.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(rendered)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise BenchmarkError(
+            f'--plot needs matplotlib ({error}); install it with: pip install -e ".[plot]"'
+        ) from None
+    return plt
+
+
+def plot(report: dict[str, Any], path: str) -> None:
+    """A bar chart of every paired ratio (1.0 = the reference)."""
+    plt = _pyplot()
+    labels: list[str] = []
+    values: list[float] = []
+    errors: list[tuple[float, float]] = []
+    for figure_name, figure in report["figures"].items():
+        for row_name, row in figure["rows"].items():
+            for impl, ratio in row["ratios"].items():
+                labels.append(f"{figure_name}/{row_name}\n{impl} vs {row['reference']}")
+                values.append(ratio["median"])
+                errors.append((ratio["median"] - ratio["min"], ratio["max"] - ratio["median"]))
+    figure_, axes = plt.subplots(figsize=(max(8.0, 0.6 * len(values)), 5.5))
+    positions = list(range(len(values)))
+    axes.bar(
+        positions,
+        values,
+        yerr=list(zip(*errors, strict=True)) if errors else None,
+        color=[
+            "tab:blue" if "ours" in label or "\non " in label else "tab:gray" for label in labels
+        ],
+        capsize=3,
+    )
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_xticks(positions, labels, rotation=90, fontsize=7)
+    axes.set_ylabel("median of per-repeat paired ratios (1 = reference)")
+    axes.set_title(
+        "remote_module benchmarks: ratios vs reference (time: lower is better; GB/s: higher)"
+    )
+    figure_.tight_layout()
+    figure_.savefig(path, dpi=120)
+    plt.close(figure_)
+
+
+# --- Command line ---------------------------------------------------------------------------
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    names = [figure.name for figure in FIGURES]
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run",
+        description="remote_module vs torch.distributed.nn.RemoteModule vs the RPC floor.",
+    )
+    parser.add_argument("--json", metavar="PATH", help="write every sample and summary here")
+    parser.add_argument("--plot", metavar="PATH", help="bar chart of the ratios (matplotlib)")
+    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--repeats", type=int, help="repeats per figure (7 full, 2 smoke)")
+    parser.add_argument("--only", nargs="+", choices=names, metavar="NAME", help=", ".join(names))
+    args = parser.parse_args(argv)
+    if args.repeats is not None and args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    return args
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    repeats = args.repeats or DEFAULT_REPEATS[args.size]
+    selected = [figure for figure in FIGURES if not args.only or figure.name in args.only]
+    report: dict[str, Any] = {
+        "meta": {
+            "size": args.size,
+            "repeats": repeats,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "load_average_start": _load_average(),
+        },
+        "figures": {},
+    }
+    if args.plot:
+        try:
+            _pyplot()  # fail before the suite runs, not after
+        except BenchmarkError as error:
+            print(f"benchmarks: error: {error}", file=sys.stderr)
+            return 2
+    # A terminated runner still ends its workers (the ``finally`` in run_workers).
+    signal.signal(signal.SIGTERM, _terminated)
+    started = time.monotonic()
+    try:
+        with tempfile.TemporaryDirectory(prefix="remote-module-bench-") as workdir:
+            for figure in selected:
+                figure_start = time.monotonic()
+                print(f"[{figure.name}] running ...", file=sys.stderr, flush=True)
+                samples = collect(figure, args.size, repeats, Path(workdir))
+                report["figures"][figure.name] = summarize(figure, samples)
+                print(
+                    f"[{figure.name}] done in {time.monotonic() - figure_start:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    except BenchmarkError as error:
+        print(f"benchmarks: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("benchmarks: interrupted", file=sys.stderr)
+        return 130
+    report["meta"]["seconds"] = round(time.monotonic() - started, 1)
+    report["meta"]["load_average_end"] = _load_average()
+    import torch
+
+    report["meta"]["torch"] = torch.__version__
+    print(table(report))
+    meta = report["meta"]
+    print(
+        f"\n{args.size} run, {repeats} repeats, {meta['seconds']} s on {meta['cpus']} CPUs; "
+        f"load average {meta['load_average_start']} at start, {meta['load_average_end']} at end",
+        flush=True,
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    if args.plot:
+        try:
+            plot(report, args.plot)
+        except BenchmarkError as error:
+            print(f"benchmarks: error: {error}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""What the suite measures: figures, their rows and implementations, and the two sizes.
+
+Plain data (no torch import), shared by the runner (``benchmarks.run``) and the workers
+(``benchmarks.figures``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+OURS = "ours"
+UPSTREAM = "upstream"
+FLOOR = "floor"
+
+Launch = Literal["pair", "fresh", "single"]
+Size = Literal["smoke", "full"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured quantity of a figure, for every implementation in ``impls``."""
+
+    name: str
+    unit: str
+    impls: tuple[str, ...]
+    reference: str | None  # the implementation ratios are taken against
+    higher_is_better: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure runs in its own worker processes: one pair (``pair``), a new pair for every
+    repeat and implementation (``fresh``), or one process without RPC (``single``)."""
+
+    name: str
+    launch: Launch
+    rows: tuple[Row, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Iteration counts: a repeat of a row runs until ``min_time_s`` (calibrated against the
+    reference), within ``[min_iters, max_iters]`` calls."""
+
+    min_time_s: float
+    min_iters: int
+    max_iters: int
+    warm_constructions: int
+    loop_n: int
+    blocks: int  # chunks a repeat is split into, interleaved A B A B
+
+
+SIZES: dict[str, Sizes] = {
+    "smoke": Sizes(
+        min_time_s=0.0, min_iters=8, max_iters=32, warm_constructions=1, loop_n=8, blocks=1
+    ),
+    "full": Sizes(
+        min_time_s=0.2, min_iters=16, max_iters=200_000, warm_constructions=24, loop_n=64, blocks=4
+    ),
+}
+DEFAULT_REPEATS = {"smoke": 2, "full": 7}
+
+_CALLS = (OURS, UPSTREAM, FLOOR)
+_US = "us/call"
+
+FIGURES: tuple[Figure, ...] = (
+    Figure(
+        "tiny_call",
+        "pair",
+        (
+            Row(
+                "sync_nonscriptable",
+                _US,
+                _CALLS,
+                FLOOR,
+                description="rm.forward(x) vs rpc_sync(run_python)",
+            ),
+            Row(
+                "async32_nonscriptable",
+                _US,
+                _CALLS,
+                FLOOR,
+                description="32 forward_async in flight vs rpc_async(run_python)",
+            ),
+            Row(
+                "sync_scriptable",
+                _US,
+                _CALLS,
+                FLOOR,
+                description="rm.forward(x), interface, vs rpc_sync(run_script)",
+            ),
+            Row(
+                "async32_scriptable",
+                _US,
+                _CALLS,
+                FLOOR,
+                description="32 forward_async in flight, interface, vs rpc_async(run_script)",
+            ),
+        ),
+        "1x16 float32 through nn.Linear(16, 16) on the owner",
+    ),
+    Figure(
+        "large_tensors",
+        "pair",
+        (
+            Row(
+                "4MiB",
+                "GB/s",
+                _CALLS,
+                FLOOR,
+                higher_is_better=True,
+                description="round-trip bytes / time",
+            ),
+            Row(
+                "64MiB",
+                "GB/s",
+                _CALLS,
+                FLOOR,
+                higher_is_better=True,
+                description="round-trip bytes / time",
+            ),
+        ),
+        "float32 through nn.Identity (non-scriptable) vs rpc_sync(run_python)",
+    ),
+    Figure(
+        "construction",
+        "fresh",
+        (
+            Row(
+                "scriptable_first",
+                "ms",
+                _CALLS,
+                FLOOR,
+                description="first construction in fresh processes; "
+                "floor: rpc_sync(create + script + RRef)",
+            ),
+            Row(
+                "scriptable_warm",
+                "ms",
+                _CALLS,
+                FLOOR,
+                description="later constructions in the same processes",
+            ),
+            Row(
+                "script_first",
+                "ms",
+                (OURS, UPSTREAM),
+                UPSTREAM,
+                description="torch.jit.script(rm), first in the process",
+            ),
+            Row(
+                "script_again",
+                "ms",
+                (OURS, UPSTREAM),
+                UPSTREAM,
+                description="torch.jit.script of another rm, same interface",
+            ),
+            Row(
+                "nonscriptable",
+                "ms",
+                _CALLS,
+                FLOOR,
+                description="constructor + owner confirms creation; floor: rpc.remote(nn.Linear)",
+            ),
+        ),
+        "constructor time on the caller; a new process pair per repeat and implementation",
+    ),
+    Figure(
+        "jit_loop",
+        "pair",
+        (
+            Row(
+                "loop",
+                _US,
+                _CALLS,
+                FLOOR,
+                description="@torch.jit.script loop of the scripted forward; "
+                "floor: the same loop of rpc_async(run_script)",
+            ),
+        ),
+        "TorchScript calling the scripted RemoteModule",
+    ),
+    Figure(
+        "type_check",
+        "pair",
+        (
+            Row(
+                "sync_scriptable",
+                _US,
+                ("on", "off"),
+                "off",
+                description="set_type_checking(on/off), ours only",
+            ),
+        ),
+        "caller-side argument checks on the tiny scriptable sync call",
+    ),
+    Figure(
+        "memcpy",
+        "single",
+        (
+            Row(
+                "64MiB",
+                "GB/s",
+                ("copy_",),
+                None,
+                higher_is_better=True,
+                description="bytes copied / time",
+            ),
+        ),
+        "single-process torch copy_ of 64 MiB float32, for reference",
+    ),
+)
+
+
+def figure(name: str) -> Figure:
+    for candidate in FIGURES:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(name)

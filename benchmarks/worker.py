@@ -1,0 +1,86 @@
+"""One benchmark process: ``python -m benchmarks.worker FIGURE RANK PORT SIZE REPEATS OUT
+[IMPL]``. Rank 0 (``worker0``) measures and writes JSON to OUT; rank 1 (``worker1``) owns the
+modules. A ``single`` figure runs rank 0 alone, without RPC."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import warnings
+from typing import NoReturn
+
+RPC_TIMEOUT_S = 120.0
+SHUTDOWN_TIMEOUT_S = 900.0
+
+
+def _exit_with_parent() -> None:
+    """End this process when the runner that started it is gone (killed, not just done)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                _exit_now(3)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    _exit_with_parent()
+    # TorchScript is deprecated in this torch; the benchmarks use it on purpose.
+    warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
+    name, rank_text, port_text, size, repeats_text, out = argv[:6]
+    impl = argv[6] if len(argv) > 6 else None
+    rank, port, repeats = int(rank_text), int(port_text), int(repeats_text)
+
+    import torch.distributed.rpc as rpc
+
+    from benchmarks import figures
+    from benchmarks.spec import SIZES, figure
+
+    spec = figure(name)
+    if spec.launch == "single":
+        result = figures.measure(spec, SIZES[size], repeats, impl)
+        _write(out, result)
+        return 0
+    options = rpc.TensorPipeRpcBackendOptions(
+        init_method=f"tcp://127.0.0.1:{port}", num_worker_threads=8, rpc_timeout=RPC_TIMEOUT_S
+    )
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=options)
+    if rank == 0:
+        try:
+            result = figures.measure(spec, SIZES[size], repeats, impl)
+        except BaseException:
+            rpc.shutdown(graceful=False)
+            raise
+        _write(out, result)
+    rpc.shutdown(graceful=True, timeout=SHUTDOWN_TIMEOUT_S)
+    return 0
+
+
+def _write(path: str, result: object) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as file:
+        json.dump(result, file)
+    os.replace(tmp, path)
+
+
+def _exit_now(code: int) -> NoReturn:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: RPC threads parked in C++ can abort a normal exit.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    try:
+        code = main(sys.argv[1:])
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    _exit_now(code)
