@@ -12,7 +12,7 @@ import collections
 import io
 import numbers
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import torch
@@ -75,13 +75,13 @@ def parse_remote_device(remote_device: str) -> RemoteDevice:
         owner, device = fields[0], "cpu"
     else:
         raise error
-    if not owner:
+    if not owner or not _encodable(owner):
         raise error
     parsed_device = torch.device(device)  # torch's own RuntimeError for a bad device
     parts = owner.split(":")
     if len(parts) == 1:
         return RemoteDevice(owner, parsed_device)
-    if len(parts) == 2 and parts[0] == "rank" and parts[1].isdigit():
+    if len(parts) == 2 and parts[0] == "rank" and parts[1].isascii() and parts[1].isdigit():
         return RemoteDevice(int(parts[1]), parsed_device)
     raise error
 
@@ -146,10 +146,9 @@ class RemoteModule(nn.Module):
         legacy_interface_cls: Any,
         timeout: float | None,
     ) -> None:
+        args, kwargs = _check_arguments(args, kwargs)
         interface_cls = _pick_interface(module_interface_cls, legacy_interface_cls)
         move_tensors = self._prepare(remote_device, interface_cls, timeout)
-        args = tuple(args) if args is not None else ()
-        kwargs = dict(kwargs) if kwargs is not None else {}
         module_name = self._generated_module_name(interface_cls, move_tensors)
         if interface_cls is None:
             # Asynchronous: a module_cls that fails surfaces on the first call.
@@ -416,14 +415,35 @@ def _pick_interface(module_interface_cls: Any, legacy: Any) -> Any:
     return module_interface_cls if module_interface_cls is not None else legacy
 
 
+# RPC keeps timeouts as 32-bit milliseconds, and 0 ms means "never time out".
+_MIN_TIMEOUT_S, _MAX_TIMEOUT_S = 0.001, 2_147_483.0
+
+
 def _check_timeout(timeout: float | None) -> float:
     if timeout is None:
         return _UNSET_TIMEOUT
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, numbers.Real)
+        or not _MIN_TIMEOUT_S <= timeout <= _MAX_TIMEOUT_S
+    ):
         raise ValueError(
-            f"RemoteModule timeout must be a positive number of seconds, got {timeout!r}"
+            f"RemoteModule timeout must be a number of seconds between {_MIN_TIMEOUT_S} and "
+            f"{_MAX_TIMEOUT_S:.0f}, got {timeout!r}"
         )
     return float(timeout)
+
+
+def _check_arguments(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if args is None:
+        args = ()
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"RemoteModule args must be a tuple or list, got {type(args).__name__}")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
+        raise TypeError(f"RemoteModule kwargs must be a mapping with str keys, got {kwargs!r:.100}")
+    return tuple(args), dict(kwargs)
 
 
 def _check_attributes(remote_module: RemoteModule) -> None:
@@ -562,9 +582,20 @@ def _load_script_module(data: bytes) -> torch.jit.ScriptModule:
     return torch.jit.load(io.BytesIO(data))
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
 def _worker_info(agent: Any, on: str | int) -> Any:
     if isinstance(on, str):
-        return agent.get_worker_info(on)
+        try:
+            return agent.get_worker_info(on)
+        except (RuntimeError, TypeError) as error:
+            raise RuntimeError(f"RemoteModule: no RPC worker named {on!r} ({error})") from None
     for info in agent.get_worker_infos():
         if info.id == on:
             return info

@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import inspect
 import keyword
@@ -310,6 +311,7 @@ def parse_interface(interface_cls: object, *, require_script_interface: bool = T
         raise ValueError(
             f"{qualified} is not defined at module level: generated code must import it"
         )
+    _check_importable(qualified, interface_cls)
     functions = [
         (name, value)
         for name, value in vars(interface_cls).items()
@@ -355,6 +357,8 @@ def _parse_method(interface: str, name: str, fn: Callable[..., Any]) -> Method:
     return Method(name, tuple(arguments), returns)
 
 
+# A method named like a builtin would shadow it for the type hints of later methods.
+_BUILTIN_NAMES = frozenset(dir(builtins))
 # Globals of the generated module that a method or argument name would shadow.
 _GENERATED_GLOBALS = frozenset(
     {
@@ -378,12 +382,30 @@ _GENERATED_GLOBALS = frozenset(
 )
 
 
+def _check_importable(where: str, cls: type) -> None:
+    """Module and class names are written into ``from X import Y`` lines: identifiers only."""
+    names = {
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+        "__name__": cls.__name__,
+    }
+    for attribute, value in names.items():
+        parts = str(value).split(".") if attribute == "__module__" else [str(value)]
+        if not all(part.isidentifier() and not keyword.iskeyword(part) for part in parts):
+            raise ValueError(
+                f"{where}: {attribute} {value!r} is not a plain dotted identifier, so generated "
+                "code cannot import it"
+            )
+
+
 def _check_name(where: str, what: str, name: str) -> None:
     if (
         not name.isidentifier()
         or keyword.iskeyword(name)
         or name.startswith(_INTERNAL_PREFIX)
         or name in _GENERATED_GLOBALS
+        or name.startswith("_remote_")
+        or (what == "method" and name in _BUILTIN_NAMES)
     ):
         raise ValueError(f"{where}: {what} name {name!r} is not allowed in generated code")
 
@@ -469,6 +491,7 @@ def _parse_named_type(cls: type, where: str) -> TypeRef:
             f"{where}: type {cls.__module__}.{qualname} must be defined at module level "
             "so the generated module can import it"
         )
+    _check_importable(where, cls)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         hints = typing.get_type_hints(cls)
         fields = tuple(cls._fields)

@@ -184,7 +184,8 @@ def _load_in_memory(name: str, render: Callable[[], str]) -> types.ModuleType:
     module.__file__ = filename
     sys.modules[name] = module
     try:
-        exec(compile(source, filename, "exec"), module.__dict__)
+        # dont_inherit: this file's __future__ flags must not leak into generated code.
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
     except BaseException:
         del sys.modules[name]
         raise
