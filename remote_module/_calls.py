@@ -36,7 +36,7 @@ def call(
     method: str,
     remote_fn: Any,
     args: tuple[Any, ...],
-    hints: Sequence[tuple[str, Any]] | None,
+    hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None = None,
 ) -> Any:
     """Run ``method`` on the owner and wait for its result."""
@@ -52,7 +52,7 @@ def call_async(
     method: str,
     remote_fn: Any,
     args: tuple[Any, ...],
-    hints: Sequence[tuple[str, Any]] | None,
+    hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None = None,
 ) -> Future[Any]:
     """Run ``method`` on the owner; the returned future's errors name the owner and method."""
@@ -86,7 +86,7 @@ def _send(
     method: str,
     remote_fn: Any,
     args: tuple[Any, ...],
-    hints: Sequence[tuple[str, Any]] | None,
+    hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None,
 ) -> Future[Any]:
     if hints is not None and _type_checking[0]:
@@ -101,10 +101,12 @@ def _send(
     )
 
 
-def _check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[str, Any]]) -> None:
-    for value, (name, hint) in zip(args, hints, strict=False):
+def _check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[Any, ...]]) -> None:
+    for value, (name, hint, *default) in zip(args, hints, strict=False):
         if hint is torch.Tensor and isinstance(value, torch.Tensor):
             continue  # the common case, without typeguard's overhead
+        if default and type(value) is type(default[0]) and value == default[0]:
+            continue  # the interface's own default (a tuple for a List, say) is accepted
         try:
             check_type(value, hint)
         except TypeCheckError as error:

@@ -209,7 +209,13 @@ class RemoteModule(nn.Module):
                 timeout=remote_module.timeout,
             )
             generated = registry.ensure_module(module_name, interface_cls, move_tensors)
-            future.wait()
+            try:
+                future.wait()
+            except RuntimeError as error:
+                raise RuntimeError(
+                    f"RemoteModule.init_from_module_rref on worker '{module_rref.owner_name()}' "
+                    f"failed: {error}"
+                ) from error
         else:
             generated = registry.non_scriptable_module()
         remote_module._install(generated)
@@ -493,6 +499,8 @@ def _create_scripted_module(
     module = _create_module(module_cls, args, kwargs, device)
     if not isinstance(module, torch.jit.ScriptModule):
         module = torch.jit.script(module)
+    if not isinstance(module, torch.jit.ScriptModule):
+        return rpc.RRef(module)  # TorchScript is disabled (PYTORCH_JIT=0): a plain module
     return rpc.RRef(module, interface_cls)
 
 

@@ -1,7 +1,5 @@
 """Interfaces and modules shared by the tests (importable on every worker)."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 import torch

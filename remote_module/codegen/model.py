@@ -228,9 +228,15 @@ class Method:
 
     @property
     def hints(self) -> str:
-        """The caller-side type checks as source: ``(("x", Tensor), ("k", int),)``."""
-        pairs = "".join(f"({arg.name!r}, {arg.type.text}), " for arg in self.arguments)
-        return f"({pairs.rstrip(' ')})"
+        """The caller-side type checks as source: ``(("x", Tensor), ("k", int, 1),)``; a
+        default, when there is one, is accepted as it is."""
+        entries = "".join(
+            f"({arg.name!r}, {arg.type.text}), "
+            if arg.default is None
+            else f"({arg.name!r}, {arg.type.text}, {arg.default}), "
+            for arg in self.arguments
+        )
+        return f"({entries.rstrip(' ')})"
 
     @property
     def moved_arguments(self) -> tuple[Argument, ...]:

@@ -85,7 +85,7 @@ def _remote_forward(
     return _rm_move_b4a7365740(_rm_result, torch.device("cpu"))
 
 
-_rm_forward_hints = (('x', Tensor), ('many', List[Tensor]), ('table', Dict[str, Tensor]), ('pair', Tuple[Tensor, int]), ('maybe', Optional[Tensor]), ('count', Optional[int]),)
+_rm_forward_hints = (('x', Tensor), ('many', List[Tensor]), ('table', Dict[str, Tensor]), ('pair', Tuple[Tensor, int]), ('maybe', Optional[Tensor], None), ('count', Optional[int], None),)
 
 
 def forward_async(self, x: Tensor, many: List[Tensor], table: Dict[str, Tensor], pair: Tuple[Tensor, int], maybe: Optional[Tensor] = None, count: Optional[int] = None) -> Future[Stats]:
@@ -118,7 +118,7 @@ def _remote_boxed(
     return _rm_module.boxed(box, tag)
 
 
-_rm_boxed_hints = (('box', Box), ('tag', str),)
+_rm_boxed_hints = (('box', Box), ('tag', str, 'b'),)
 
 
 def boxed_async(self, box: Box, tag: str = 'b') -> Future[Box]:

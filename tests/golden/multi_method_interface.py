@@ -49,7 +49,7 @@ def _remote_forward(
     return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
 
 
-_rm_forward_hints = (('x', Tensor), ('scale', float), ('label', str),)
+_rm_forward_hints = (('x', Tensor), ('scale', float, 1.0), ('label', str, 'w'),)
 
 
 def forward_async(self, x: Tensor, scale: float = 1.0, label: str = 'w') -> Future[Tensor]:
@@ -115,7 +115,7 @@ def _remote_describe(
     return _rm_module.describe(prefix, times, flags)
 
 
-_rm_describe_hints = (('prefix', str), ('times', int), ('flags', Tuple[bool, int]),)
+_rm_describe_hints = (('prefix', str, 'say "hi"\n'), ('times', int, -2), ('flags', Tuple[bool, int], (True, 0)),)
 
 
 def describe_async(self, prefix: str = 'say "hi"\n', times: int = -2, flags: Tuple[bool, int] = (True, 0)) -> Future[str]:

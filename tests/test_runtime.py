@@ -1,0 +1,830 @@
+"""The runtime contract of ``remote_module.RemoteModule`` (API.md, "Runtime" and "Beyond
+upstream"), exercised the way a user would: through a real three-worker RPC group.
+
+This process is ``worker0``; modules live on ``worker1`` (and ``worker2``). Everything that
+scripts a RemoteModule is in ``test_runtime_scripted.py``.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import pickle
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+from torch import nn
+from torch.distributed.optim import DistributedOptimizer
+from torch.distributed.rpc.internal import _internal_rpc_pickler
+
+import remote_module
+from remote_module import RemoteDevice, RemoteModule, parse_remote_device
+from remote_module._calls import move_to_device
+from tests import runtime_helpers as helpers
+from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
+from tests.rpc_group import rpc_group
+
+PICKLED_ATTRIBUTES = (
+    "on",
+    "device",
+    "is_device_map_set",
+    "is_scriptable",
+    "generated_methods",
+    "module_rref",
+)
+PICKLE_ERROR = (
+    "Cannot pickle RemoteModule in python pickler. RemoteModule can only be pickled when using RPC"
+)
+NOT_A_MODULE_ERROR = (
+    "Expect `module_cls(*args, **kwargs)` returns an instance of <class nn.Module>, "
+    "but it returns an instance of <class 'int'>."
+)
+LINEAR_METHODS = [
+    "forward_async",
+    "forward",
+    "weight_sum_async",
+    "weight_sum",
+    "describe_async",
+    "describe",
+]
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def group() -> Iterator[None]:
+    with rpc_group(3):
+        yield
+
+
+@pytest.fixture(scope="module")
+def linear_rm(group: None) -> RemoteModule:
+    """A non-scriptable RemoteModule; tests that change its state build their own."""
+    return RemoteModule("worker1/cpu", nn.Linear, args=(4, 3))
+
+
+@pytest.fixture(scope="module")
+def scaled_rm(group: None) -> RemoteModule:
+    """A RemoteModule built with ``LinearInterface``; read-only for the tests that share it."""
+    return RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+
+
+@pytest.fixture
+def x() -> torch.Tensor:
+    return torch.arange(8, dtype=torch.float32).reshape(2, 4)
+
+
+def owner_state(rm: RemoteModule) -> dict[str, torch.Tensor]:
+    return rpc.rpc_sync(rm.get_module_rref().owner(), helpers.owner_state_dict, (rm.module_rref,))
+
+
+def owner_training(rm: RemoteModule) -> bool:
+    return rpc.rpc_sync(rm.get_module_rref().owner(), helpers.training_flag, (rm.module_rref,))
+
+
+def local_scaled(rm: RemoteModule) -> ScaledLinear:
+    """A local ScaledLinear with the remote one's weights, to compute expected values."""
+    local = ScaledLinear()
+    local.load_state_dict(rm.remote_state_dict())
+    return local
+
+
+# --- remote_device ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("remote_device", "on", "device"),
+    [
+        ("worker1/cpu", "worker1", "cpu"),
+        ("rank:1/cpu", 1, "cpu"),
+        ("worker1", "worker1", "cpu"),
+        ("rank:2", 2, "cpu"),
+    ],
+)
+def test_remote_device_forms(remote_device: str, on: Any, device: str, x: torch.Tensor) -> None:
+    rm = RemoteModule(remote_device, nn.Linear, args=(4, 3))
+    assert (rm.on, rm.device) == (on, device)
+    assert rm.get_module_rref().owner_name() == f"worker{2 if on in (2, 'worker2') else 1}"
+    assert rm(x).shape == (2, 3)
+
+
+def test_parse_remote_device_is_public() -> None:
+    assert parse_remote_device("rank:1/cpu") == RemoteDevice(1, torch.device("cpu"))
+    assert parse_remote_device("worker1") == RemoteDevice("worker1", torch.device("cpu"))
+    assert parse_remote_device("trainer/cuda:1") == RemoteDevice("trainer", torch.device("cuda:1"))
+
+
+@pytest.mark.parametrize(
+    "remote_device",
+    ["worker1/cpu/extra", "rank:x/cpu", "/cpu", "rank:-1/cpu", "rank:1:2/cpu", "", "cpu"],
+)
+def test_bad_remote_device_is_a_value_error(remote_device: str) -> None:
+    message = (
+        f"Could not parse remote_device: {remote_device}. "
+        "The valid format is '<workername>/<device>'"
+    )
+    with pytest.raises(ValueError) as raised:
+        RemoteModule(remote_device, nn.Linear, args=(4, 3))
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("device", ["bogus", "cuda:x"])
+def test_bad_device_fails_with_torchs_own_error(device: str) -> None:
+    with pytest.raises(RuntimeError) as expected:
+        torch.device(device)
+    with pytest.raises(RuntimeError) as raised:
+        RemoteModule(f"worker1/{device}", nn.Linear, args=(4, 3))
+    assert type(raised.value) is type(expected.value)
+    assert str(raised.value) == str(expected.value)
+
+
+# --- attributes and calls -----------------------------------------------------------------
+
+
+def test_attributes_without_interface(linear_rm: RemoteModule) -> None:
+    assert linear_rm.on == "worker1"
+    assert linear_rm.device == "cpu"
+    assert linear_rm.is_device_map_set is False
+    assert linear_rm.is_scriptable is False
+    assert [m.__name__ for m in linear_rm.generated_methods] == ["forward_async", "forward"]
+    assert isinstance(linear_rm.module_rref, rpc.PyRRef)
+    assert linear_rm.get_module_rref() is linear_rm.module_rref
+    assert linear_rm.get_module_rref().owner_name() == "worker1"
+
+
+def test_attributes_with_interface(scaled_rm: RemoteModule) -> None:
+    assert (scaled_rm.on, scaled_rm.device) == ("worker1", "cpu")
+    assert scaled_rm.is_device_map_set is False
+    assert scaled_rm.is_scriptable is True
+    assert [m.__name__ for m in scaled_rm.generated_methods] == LINEAR_METHODS
+    assert scaled_rm.get_module_rref().owner_name() == "worker1"
+
+
+def test_forward_forward_async_and_call(linear_rm: RemoteModule, x: torch.Tensor) -> None:
+    local = linear_rm.get_module_rref().to_here()
+    expected = local(x)
+    torch.testing.assert_close(linear_rm.forward(x), expected)
+    torch.testing.assert_close(linear_rm(x), expected)
+    future = linear_rm.forward_async(x)
+    # what rpc.rpc_async returns: torch._C.Future (torch.futures.Future wraps the same type)
+    assert isinstance(future, (torch.futures.Future, torch._C.Future))
+    torch.testing.assert_close(future.wait(), expected)
+
+
+def test_non_scriptable_forward_takes_keyword_arguments(linear_rm: RemoteModule) -> None:
+    local = linear_rm.get_module_rref().to_here()
+    x = torch.ones(1, 4)
+    torch.testing.assert_close(linear_rm.forward(input=x), local(x))
+    torch.testing.assert_close(linear_rm.forward_async(input=x).wait(), local(x))
+
+
+def test_module_cls_may_be_a_function(x: torch.Tensor) -> None:
+    rm = RemoteModule("worker2/cpu", helpers.make_linear, args=(4,), kwargs={"out_features": 5})
+    assert rm(x).shape == (2, 5)
+
+
+def test_every_interface_method_and_its_async_twin(
+    scaled_rm: RemoteModule, x: torch.Tensor
+) -> None:
+    local = local_scaled(scaled_rm)
+    expected = local(x, 2.0)
+    torch.testing.assert_close(scaled_rm.forward(x, 2.0), expected)
+    torch.testing.assert_close(scaled_rm.forward_async(x, 2.0).wait(), expected)
+    torch.testing.assert_close(scaled_rm(x, 2.0), expected)
+    # weight_sum takes no argument at all
+    assert scaled_rm.weight_sum() == pytest.approx(local.weight_sum())
+    assert scaled_rm.weight_sum_async().wait() == pytest.approx(local.weight_sum())
+    assert scaled_rm.describe("v", 3) == "v3"
+    assert scaled_rm.describe_async("v", 3).wait() == "v3"
+    for name in LINEAR_METHODS:
+        assert callable(getattr(scaled_rm, name))
+
+
+def test_interface_defaults_and_keyword_arguments(scaled_rm: RemoteModule, x: torch.Tensor) -> None:
+    local = local_scaled(scaled_rm)
+    torch.testing.assert_close(scaled_rm.forward(x), local(x))
+    torch.testing.assert_close(scaled_rm(x, scale=3.0), local(x, 3.0))
+    torch.testing.assert_close(scaled_rm.forward_async(x=x, scale=0.5).wait(), local(x, 0.5))
+    assert scaled_rm.describe() == "w2"
+    assert scaled_rm.describe(times=7) == "w7"
+    assert scaled_rm.describe(prefix="p") == "p2"
+    assert scaled_rm.describe_async(times=4, prefix="q").wait() == "q4"
+
+
+def test_shapes_interface_keyword_arguments(x: torch.Tensor) -> None:
+    rm = RemoteModule("worker2/cpu", helpers.ShapesModule, module_interface_cls=ShapesInterface)
+    total, many, named = rm.forward(x, maybe=x, many=[x], named={"a": x})
+    torch.testing.assert_close(total, 2 * x)
+    torch.testing.assert_close(many[0], 2 * x)
+    torch.testing.assert_close(named["a"], x + 1)
+    first, second = rm.pair(x)
+    torch.testing.assert_close(first, 3 * x)
+    assert second == 7
+
+
+def test_shapes_interface_defaults(x: torch.Tensor) -> None:
+    """``many: list[Tensor] = ()`` and ``named: dict[str, Tensor] = ()`` are the interface's
+    own defaults: leaving them out must work, with caller-side checks on."""
+    rm = RemoteModule("worker2/cpu", helpers.ShapesModule, module_interface_cls=ShapesInterface)
+    total, many, named = rm.forward(x)
+    torch.testing.assert_close(total, 2 * x)
+    assert (list(many), dict(named)) == ([], {})
+    total, many, named = rm.forward(x, named={"a": x})
+    assert list(many) == []
+    torch.testing.assert_close(named["a"], x + 1)
+
+
+def test_named_tuple_results_keep_their_values(x: torch.Tensor) -> None:
+    rm = RemoteModule(
+        "worker1/cpu", helpers.ScoredModule, module_interface_cls=helpers.ScoredInterface
+    )
+    value, score = rm.forward(x)
+    torch.testing.assert_close(value, 2 * x)
+    assert score == 1.5
+    assert rm.total(x) == pytest.approx(float(x.sum()) + 0.5)
+    assert rm.total(x, bonus=1.0, extra=x) == pytest.approx(2 * float(x.sum()) + 1.0)
+
+
+@pytest.mark.parametrize("keyword", ["module_interface_cls", "_module_interface_cls"])
+def test_both_interface_keywords(keyword: str, x: torch.Tensor) -> None:
+    rm = RemoteModule("worker2/cpu", ScaledLinear, **{keyword: LinearInterface})
+    assert rm.is_scriptable is True
+    assert [m.__name__ for m in rm.generated_methods] == LINEAR_METHODS
+    torch.testing.assert_close(rm(x), local_scaled(rm)(x))
+
+
+def test_interface_as_fifth_positional_argument(x: torch.Tensor) -> None:
+    rm = RemoteModule("worker1/cpu", ScaledLinear, (4, 2), {}, LinearInterface)
+    assert rm.is_scriptable
+    assert rm(x).shape == (2, 2)
+
+
+# --- training and optimisation ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("with_interface", [False, True], ids=["plain", "interface"])
+def test_distributed_autograd_and_optimizer_change_remote_weights(
+    with_interface: bool, x: torch.Tensor
+) -> None:
+    interface = LinearInterface if with_interface else None
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=interface)
+    params = rm.remote_parameters()
+    assert len(params) == 2
+    assert all(isinstance(p, rpc.PyRRef) for p in params)
+    assert {p.owner_name() for p in params} == {"worker1"}
+    assert sorted(tuple(p.to_here().shape) for p in params) == [(4,), (4, 4)]
+    before = rm.remote_state_dict()
+    optimizer = DistributedOptimizer(torch.optim.SGD, params, lr=0.1)
+    with dist_autograd.context() as context_id:
+        loss = rm(x).sum()
+        dist_autograd.backward(context_id, [loss])
+        optimizer.step(context_id)
+    after = rm.remote_state_dict()
+    for key in before:
+        assert not torch.equal(before[key], after[key]), key
+    # d(sum(xW^T + b))/db = batch size; SGD moves the bias by lr * 2
+    torch.testing.assert_close(after["linear.bias"], before["linear.bias"] - 0.2)
+
+
+def test_remote_parameters_recurse() -> None:
+    nested = RemoteModule("worker1/cpu", ScaledLinear)
+    assert nested.remote_parameters(recurse=False) == []
+    assert len(nested.remote_parameters(recurse=True)) == 2
+    flat = RemoteModule("worker1/cpu", nn.Linear, args=(2, 2))
+    assert len(flat.remote_parameters(recurse=False)) == 2
+
+
+@pytest.mark.parametrize("with_interface", [False, True], ids=["plain", "interface"])
+def test_train_and_eval(with_interface: bool) -> None:
+    interface = LinearInterface if with_interface else None
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=interface)
+    assert rm.training is True
+    assert owner_training(rm) is True
+    assert rm.train(False) is rm
+    assert rm.training is False
+    assert owner_training(rm) is False
+    assert rm.train() is rm
+    assert (rm.training, owner_training(rm)) == (True, True)
+    assert rm.eval() is rm
+    assert (rm.training, owner_training(rm)) == (False, False)
+    assert rm.train(mode=True) is rm
+    assert (rm.training, owner_training(rm)) == (True, True)
+
+
+def test_train_rejects_a_non_boolean(linear_rm: RemoteModule) -> None:
+    with pytest.raises(ValueError):
+        linear_rm.train("yes")  # type: ignore[arg-type]
+    assert linear_rm.training is True
+
+
+# --- what cannot work remotely ------------------------------------------------------------
+
+
+def _hook(*args: Any) -> None:
+    return None
+
+
+UNSUPPORTED: list[tuple[str, tuple[Any, ...]]] = [
+    ("to", ("cpu",)),
+    ("to", (torch.float64,)),
+    ("cuda", ()),
+    ("cpu", ()),
+    ("half", ()),
+    ("float", ()),
+    ("double", ()),
+    ("bfloat16", ()),
+    ("type", (torch.float64,)),
+    ("apply", (_hook,)),
+    ("buffers", ()),
+    ("named_buffers", ()),
+    ("named_parameters", ()),
+    ("children", ()),
+    ("named_children", ()),
+    ("modules", ()),
+    ("named_modules", ()),
+    ("state_dict", ()),
+    ("load_state_dict", ({},)),
+    ("zero_grad", ()),
+    ("requires_grad_", ()),
+    ("share_memory", ()),
+    ("register_buffer", ("extra", torch.zeros(1))),
+    ("register_parameter", ("extra", None)),
+    ("add_module", ("extra", nn.Identity())),
+    ("get_submodule", ("linear",)),
+    ("register_forward_hook", (_hook,)),
+    ("register_forward_pre_hook", (_hook,)),
+    ("register_full_backward_hook", (_hook,)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "args"), UNSUPPORTED, ids=[f"{name}-{i}" for i, (name, _) in enumerate(UNSUPPORTED)]
+)
+@pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
+def test_unsupported_methods_raise(
+    name: str, args: tuple[Any, ...], fixture: str, request: pytest.FixtureRequest
+) -> None:
+    rm = request.getfixturevalue(fixture)
+    with pytest.raises(ValueError) as raised:
+        getattr(rm, name)(*args)
+    assert str(raised.value) == f"Method ``{name}`` not supported for RemoteModule"
+
+
+@pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
+def test_parameters_points_to_remote_parameters(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    rm = request.getfixturevalue(fixture)
+    with pytest.raises(ValueError) as raised:
+        rm.parameters()
+    assert str(raised.value) == (
+        "Method ``parameters`` not supported for RemoteModule. "
+        "Please use ``remote_parameters`` instead."
+    )
+
+
+def test_module_cls_returning_a_non_module_without_interface(x: torch.Tensor) -> None:
+    with pytest.raises(ValueError, match=re.escape(NOT_A_MODULE_ERROR)):
+        rm = RemoteModule("worker1/cpu", helpers.not_a_module, args=(3,))
+        rm(x)  # at the latest here
+
+
+def test_module_cls_returning_a_non_module_with_interface(x: torch.Tensor) -> None:
+    with pytest.raises(ValueError, match=re.escape(NOT_A_MODULE_ERROR)):
+        rm = RemoteModule("worker1/cpu", helpers.not_a_module, module_interface_cls=LinearInterface)
+        rm(x)
+
+
+@pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
+def test_python_pickling_is_refused(fixture: str, request: pytest.FixtureRequest) -> None:
+    rm = request.getfixturevalue(fixture)
+    with pytest.raises(RuntimeError) as raised:
+        pickle.dumps(rm)
+    assert str(raised.value) == PICKLE_ERROR
+    with pytest.raises(RuntimeError) as raised:
+        torch.save(rm, io.BytesIO())
+    assert str(raised.value) == PICKLE_ERROR
+
+
+# --- over RPC -----------------------------------------------------------------------------
+
+
+class _UnsentRRef:
+    """Stands in for the module RRef: serializing a real one outside an RPC would leave a fork
+    the owner waits for at shutdown."""
+
+    def _serialize(self) -> str:
+        return "serialized rref"
+
+
+def test_exactly_six_attributes_cross_the_wire_in_order(scaled_rm: RemoteModule) -> None:
+    probe = RemoteModule.__new__(RemoteModule)
+    nn.Module.__init__(probe)
+    probe.__dict__.update(vars(scaled_rm))
+    probe.module_rref = _UnsentRRef()
+    probe.local_note = "stays here"
+    # what the RPC pickler does with a RemoteModule
+    _, values = _internal_rpc_pickler._class_reducer_dict[RemoteModule](probe)
+    sent = values[1:]  # after the class
+    assert len(sent) == len(PICKLED_ATTRIBUTES)
+    assert sent[:4] == ("worker1", "cpu", False, True)
+    assert "serialized rref" in sent[5:]
+    assert "stays here" not in sent
+
+
+@pytest.mark.parametrize("with_interface", [False, True], ids=["plain", "interface"])
+@pytest.mark.parametrize("receiver", ["worker1", "worker2"], ids=["owner", "third-party"])
+def test_sent_over_rpc(with_interface: bool, receiver: str, x: torch.Tensor) -> None:
+    interface = LinearInterface if with_interface else None
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=interface)
+    rm.local_note = "stays here"  # not one of the six: must not travel
+    names = [m.__name__ for m in rm.generated_methods]
+
+    arrived = rpc.rpc_sync(receiver, helpers.describe_received, (rm,))
+    assert arrived["type"] == "RemoteModule"
+    module_state = set(vars(nn.Module()))
+    extra = set(arrived["attributes"]) - module_state
+    assert set(PICKLED_ATTRIBUTES) <= extra
+    assert "local_note" not in extra
+    # besides the six: the re-installed methods and local settings (the call timeout)
+    assert extra - set(PICKLED_ATTRIBUTES) - set(names) <= {"timeout", "_remote_type_name"}
+    assert arrived["on"] == rm.on
+    assert arrived["device"] == rm.device
+    assert arrived["is_device_map_set"] == rm.is_device_map_set
+    assert arrived["is_scriptable"] == rm.is_scriptable
+    assert arrived["methods"] == names
+    assert arrived["bound"] == sorted(names)
+    assert arrived["owner"] == "worker1"
+    for part in ("worker1", "cpu", "ScaledLinear"):
+        assert part in arrived["repr"]
+
+    there = rpc.rpc_sync(receiver, helpers.call_remote_module, (rm, x))
+    torch.testing.assert_close(there, rm(x))
+    torch.testing.assert_close(there, local_scaled(rm)(x))
+
+
+@pytest.mark.parametrize("with_interface", [False, True], ids=["plain", "interface"])
+def test_init_from_module_rref_here(with_interface: bool, x: torch.Tensor) -> None:
+    interface = LinearInterface if with_interface else None
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=interface)
+    again = RemoteModule.init_from_module_rref(
+        "worker1/cpu", rm.get_module_rref(), module_interface_cls=interface
+    )
+    assert again.get_module_rref() is rm.get_module_rref()
+    assert again.is_scriptable is with_interface
+    assert [m.__name__ for m in again.generated_methods] == [
+        m.__name__ for m in rm.generated_methods
+    ]
+    torch.testing.assert_close(again(x), rm(x))
+    torch.testing.assert_close(again.forward_async(x).wait(), rm(x))
+    for part in ("worker1", "cpu", "ScaledLinear"):
+        assert part in repr(again)
+    if with_interface:
+        assert again.weight_sum() == pytest.approx(rm.weight_sum())
+
+
+def test_init_from_module_rref_legacy_keyword(x: torch.Tensor, scaled_rm: RemoteModule) -> None:
+    again = RemoteModule.init_from_module_rref(
+        "worker1/cpu", scaled_rm.get_module_rref(), _module_interface_cls=LinearInterface
+    )
+    assert again.describe(times=1) == "w1"
+    torch.testing.assert_close(again(x, scale=2.0), scaled_rm(x, scale=2.0))
+
+
+@pytest.mark.parametrize("with_interface", [False, True], ids=["plain", "interface"])
+def test_init_from_module_rref_on_another_worker(with_interface: bool, x: torch.Tensor) -> None:
+    interface = LinearInterface if with_interface else None
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=interface)
+    result, text = rpc.rpc_sync(
+        "worker2", helpers.rebuild_and_call, ("worker1/cpu", rm.get_module_rref(), interface, x)
+    )
+    torch.testing.assert_close(result, rm(x))
+    for part in ("worker1", "cpu", "ScaledLinear"):
+        assert part in text
+
+
+# --- repr ---------------------------------------------------------------------------------
+
+
+def test_repr_names_owner_device_and_class(
+    linear_rm: RemoteModule, scaled_rm: RemoteModule
+) -> None:
+    for rm, cls in ((linear_rm, "Linear"), (scaled_rm, "ScaledLinear")):
+        text = repr(rm)
+        assert "worker1" in text
+        assert "cpu" in text
+        assert cls in text
+    by_function = RemoteModule("worker2", helpers.make_linear, args=(2, 2))
+    assert "worker2" in repr(by_function)
+    assert "Linear" in repr(by_function)
+    by_rank = repr(RemoteModule("rank:1/cpu", nn.Linear, args=(2, 2)))
+    assert "worker1" in by_rank or "on=1" in by_rank
+    assert "Linear" in by_rank
+
+
+# --- a parent module that holds a RemoteModule --------------------------------------------
+
+
+class Parent(nn.Module):
+    def __init__(self, remote: RemoteModule) -> None:
+        super().__init__()
+        self.remote = remote
+        self.local = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.local(self.remote(x))
+
+
+@pytest.fixture
+def parent() -> Parent:
+    return Parent(RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface))
+
+
+def test_parent_sees_only_local_state(parent: Parent, x: torch.Tensor) -> None:
+    assert list(parent.parameters()) == [parent.local.weight, parent.local.bias]
+    assert [name for name, _ in parent.named_parameters()] == ["local.weight", "local.bias"]
+    assert list(parent.state_dict()) == ["local.weight", "local.bias"]
+    assert list(parent.buffers()) == []
+    assert parent.remote in list(parent.modules())
+    assert [name for name, _ in parent.named_modules()] == ["", "remote", "local"]
+    assert "RemoteModule(" in repr(parent)
+    assert parent(x).shape == (2, 2)
+    parent.zero_grad()
+    parent.load_state_dict(parent.state_dict())
+
+
+def test_parent_to_moves_only_local_state(parent: Parent, x: torch.Tensor) -> None:
+    assert parent.to("cpu") is parent
+    assert parent.to(torch.float64) is parent
+    assert parent.local.weight.dtype == torch.float64
+    assert {v.dtype for v in parent.remote.remote_state_dict().values()} == {torch.float32}
+    assert parent.to(torch.float32) is parent
+    assert parent(x).shape == (2, 2)
+
+
+def test_parent_train_and_eval_reach_the_owner(parent: Parent) -> None:
+    assert parent.eval() is parent
+    assert (parent.training, parent.local.training, parent.remote.training) == (False,) * 3
+    assert owner_training(parent.remote) is False
+    assert parent.train() is parent
+    assert (parent.training, parent.remote.training) == (True, True)
+    assert owner_training(parent.remote) is True
+
+
+def test_direct_calls_still_raise_inside_a_parent(parent: Parent) -> None:
+    with pytest.raises(ValueError, match="remote_parameters"):
+        parent.remote.parameters()
+    with pytest.raises(ValueError, match=re.escape("Method ``state_dict`` not supported")):
+        parent.remote.state_dict()
+    with pytest.raises(ValueError, match=re.escape("Method ``named_modules`` not supported")):
+        list(parent.remote.named_modules())
+
+
+# --- checkpoints of the remote module -----------------------------------------------------
+
+
+@pytest.mark.parametrize("with_interface", [False, True], ids=["plain", "interface"])
+def test_remote_state_dict_round_trip(with_interface: bool, x: torch.Tensor) -> None:
+    interface = LinearInterface if with_interface else None
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=interface)
+    state = rm.remote_state_dict()
+    assert list(state) == ["linear.weight", "linear.bias"]
+    assert all(t.device.type == "cpu" for t in state.values())
+    reference = owner_state(rm)
+    for key, value in state.items():
+        torch.testing.assert_close(value, reference[key])
+    original = rm(x)
+
+    zeros = {key: torch.zeros_like(value) for key, value in state.items()}
+    rm.load_remote_state_dict(zeros)
+    torch.testing.assert_close(rm(x), torch.zeros(2, 4))
+    torch.testing.assert_close(owner_state(rm)["linear.weight"], torch.zeros(4, 4))
+
+    rm.load_remote_state_dict(state, strict=True)
+    torch.testing.assert_close(rm(x), original)
+
+
+def test_load_remote_state_dict_strictness(x: torch.Tensor) -> None:
+    rm = RemoteModule("worker1/cpu", nn.Linear, args=(4, 4))
+    partial = collections.OrderedDict(weight=torch.zeros(4, 4))
+    with pytest.raises(RuntimeError, match="bias"):
+        rm.load_remote_state_dict(partial)
+    with pytest.raises(RuntimeError, match="bias"):
+        rm.load_remote_state_dict(partial, strict=True)
+    missing, unexpected = rm.load_remote_state_dict(partial, strict=False)
+    assert list(missing) == ["bias"]
+    assert list(unexpected) == []
+    bias = rm.remote_state_dict()["bias"]
+    torch.testing.assert_close(rm(x), bias.expand(2, 4))
+    extra = {"weight": torch.ones(4, 4), "bias": torch.zeros(4), "surplus": torch.zeros(1)}
+    missing, unexpected = rm.load_remote_state_dict(extra, strict=False)
+    assert (list(missing), list(unexpected)) == ([], ["surplus"])
+    torch.testing.assert_close(rm(x), x.sum(dim=1, keepdim=True).expand(2, 4))
+
+
+# --- timeouts -----------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_timeout_without_interface(x: torch.Tensor) -> None:
+    rm = RemoteModule("worker1/cpu", helpers.Sleepy, kwargs={"delay": 3.0}, timeout=0.5)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as raised:
+        rm(x)
+    assert time.monotonic() - start < 2.5
+    assert "worker1" in str(raised.value)
+    assert "forward" in str(raised.value)
+
+    future = rm.forward_async(x)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as raised:
+        future.wait()
+    assert time.monotonic() - start < 2.5
+    assert "worker1" in str(raised.value)
+    assert "forward" in str(raised.value)
+
+
+@pytest.mark.timeout(60)
+def test_timeout_with_interface(x: torch.Tensor) -> None:
+    # Built with a generous timeout (scripting on the owner takes time); forward sleeps 3 s.
+    rm = RemoteModule(
+        "worker1/cpu", helpers.Sleepy, module_interface_cls=helpers.SleepyInterface, timeout=1.5
+    )
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as raised:
+        rm.forward(x)
+    assert time.monotonic() - start < 2.9
+    assert "worker1" in str(raised.value)
+    assert "forward" in str(raised.value)
+
+    quick = RemoteModule.init_from_module_rref(
+        "worker1/cpu", rm.get_module_rref(), helpers.SleepyInterface, timeout=0.5
+    )
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as raised:
+        quick.nap(3.0)
+    assert time.monotonic() - start < 2.5
+    assert "worker1" in str(raised.value)
+    assert "nap" in str(raised.value)
+
+    future = quick.nap_async(3.0)
+    with pytest.raises(RuntimeError, match="nap") as raised:
+        future.wait()
+    assert "worker1" in str(raised.value)
+    # nothing hangs: a call within the bound still goes through
+    assert quick.nap(0.0) == 0.0
+
+
+@pytest.mark.parametrize("timeout", [-1, 0, "x", True])
+def test_bad_timeout_is_a_value_error(timeout: Any) -> None:
+    with pytest.raises(ValueError):
+        RemoteModule("worker1/cpu", nn.Linear, args=(2, 2), timeout=timeout)
+
+
+# --- caller-side type checks --------------------------------------------------------------
+
+
+@pytest.fixture
+def nothing_sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    sent: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        sent.append(args)
+        raise AssertionError("sent over RPC")
+
+    monkeypatch.setattr(rpc, "rpc_async", refuse)
+    return sent
+
+
+def test_wrong_type_is_refused_before_sending(scaled_rm: RemoteModule, nothing_sent: list) -> None:
+    with pytest.raises(TypeError) as raised:
+        scaled_rm.forward("not a tensor")  # type: ignore[arg-type]
+    assert "forward" in str(raised.value)
+    assert "'x'" in str(raised.value)
+    with pytest.raises(TypeError, match="forward"):
+        scaled_rm.forward_async("not a tensor")  # type: ignore[arg-type]
+    with pytest.raises(TypeError) as raised:
+        scaled_rm.describe(times="many")  # type: ignore[arg-type]
+    assert "describe" in str(raised.value)
+    assert "times" in str(raised.value)
+    assert nothing_sent == []
+    with pytest.raises(AssertionError, match="sent over RPC"):  # a right type is sent
+        scaled_rm.forward(torch.ones(1, 4))
+
+
+@pytest.fixture
+def no_type_checking() -> Iterator[None]:
+    assert remote_module.type_checking() is True
+    remote_module.set_type_checking(False)
+    try:
+        yield
+    finally:
+        remote_module.set_type_checking(True)
+
+
+def test_type_checking_can_be_turned_off(scaled_rm: RemoteModule, no_type_checking: None) -> None:
+    assert remote_module.type_checking() is False
+    with pytest.raises(RuntimeError):  # now refused by the owner, after the round trip
+        scaled_rm.forward("not a tensor")  # type: ignore[arg-type]
+    assert scaled_rm.describe(times=1) == "w1"
+
+
+# --- device movement ----------------------------------------------------------------------
+
+
+def test_arguments_move_to_a_non_cpu_device_with_interface(x: torch.Tensor) -> None:
+    rm = RemoteModule(
+        "worker1/meta", helpers.DeviceReport, module_interface_cls=helpers.DeviceReportInterface
+    )
+    assert rm.device == "meta"
+    assert rm.forward(x, [x, x], {"b": x, "a": x}) == ["meta"] * 5
+
+
+def test_arguments_move_to_a_non_cpu_device_without_interface(x: torch.Tensor) -> None:
+    rm = RemoteModule("worker1/meta", helpers.AnyDeviceReport)
+    point = helpers.Point(x, "p")
+    found = rm(x, [x, (x, {"k": [x]})], point, named={"a": x, "b": (x,)})
+    assert found == ["meta"] * 7
+
+
+def test_generated_module_depends_on_device_movement() -> None:
+    on_cpu = RemoteModule(
+        "worker1/cpu", helpers.DeviceReport, module_interface_cls=helpers.DeviceReportInterface
+    )
+    on_meta = RemoteModule(
+        "worker1/meta", helpers.DeviceReport, module_interface_cls=helpers.DeviceReportInterface
+    )
+    cpu_globals = on_cpu.generated_methods[0].__globals__
+    meta_globals = on_meta.generated_methods[0].__globals__
+    assert meta_globals["MOVES_CPU_TENSORS_TO_DEVICE"] is True
+    if cpu_globals["MOVES_CPU_TENSORS_TO_DEVICE"] is False:
+        assert cpu_globals["__name__"] != meta_globals["__name__"]
+
+
+def test_move_to_device_covers_nested_shapes() -> None:
+    t = torch.ones(2)
+    value = {
+        "tensor": t,
+        "tuple": (t, 1, "s"),
+        "list": [t, [t, None]],
+        "point": helpers.Point(t, "label"),
+        "ordered": collections.OrderedDict(a=t),
+    }
+    moved = move_to_device(value, torch.device("meta"))
+    assert moved["tensor"].device.type == "meta"
+    assert type(moved["tuple"]) is tuple
+    assert moved["tuple"][0].device.type == "meta"
+    assert moved["tuple"][1:] == (1, "s")
+    assert moved["list"][0].device.type == "meta"
+    assert moved["list"][1][0].device.type == "meta"
+    assert moved["list"][1][1] is None
+    assert type(moved["point"]) is helpers.Point
+    assert moved["point"].x.device.type == "meta"
+    assert moved["point"].label == "label"
+    assert type(moved["ordered"]) is collections.OrderedDict
+    assert moved["ordered"]["a"].device.type == "meta"
+    assert t.device.type == "cpu"  # the input is untouched
+
+
+@needs_cuda
+def test_cuda_results_come_back_on_cpu_without_interface() -> None:
+    rm = RemoteModule("worker1/cuda:0", helpers.Nested)
+    x = torch.ones(2, 4)
+    result = rm(x)
+    tensors = [
+        result["tensor"],
+        *result["tuple"],
+        result["list"][0],
+        result["list"][1][0],
+        result["dict"]["a"],
+    ]
+    assert all(t.device.type == "cpu" for t in tensors)
+    torch.testing.assert_close(result["list"][1][0], 2 * x)
+    report = RemoteModule("worker1/cuda:0", helpers.AnyDeviceReport)
+    assert report(x, [x], named={"a": x}) == ["cuda"] * 3
+
+
+@needs_cuda
+def test_cuda_results_come_back_on_cpu_with_interface() -> None:
+    x = torch.ones(2, 4)
+    scaled = RemoteModule("worker1/cuda:0", ScaledLinear, module_interface_cls=LinearInterface)
+    assert scaled(x).device.type == "cpu"
+    assert owner_state(scaled)["linear.weight"].device.type == "cuda"
+    assert scaled.remote_state_dict()["linear.weight"].device.type == "cpu"
+    shapes = RemoteModule(
+        "worker1/cuda:0", helpers.ShapesModule, module_interface_cls=ShapesInterface
+    )
+    total, many, named = shapes.forward(x, x, [x, x], {"a": x})
+    assert all(t.device.type == "cpu" for t in [total, *many, *named.values()])
+    first, second = shapes.pair(x)
+    assert first.device.type == "cpu"
+    assert second == 7
+    report = RemoteModule(
+        "worker1/cuda:0", helpers.DeviceReport, module_interface_cls=helpers.DeviceReportInterface
+    )
+    assert report(x, [x], {"a": x}) == ["cuda"] * 3

@@ -1,0 +1,309 @@
+"""``torch.jit.script`` on a RemoteModule built with an interface (API.md, "Runtime" and
+"Beyond upstream"): every interface method, defaults and keyword arguments, a scripted model
+that holds a RemoteModule, and what a scripted RemoteModule refuses.
+
+This process is ``worker0``; modules live on ``worker1`` and ``worker2``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+from torch import Tensor, nn
+from torch.distributed.optim import DistributedOptimizer
+
+from remote_module import RemoteModule
+from remote_module.codegen import registry
+from tests import runtime_helpers as helpers
+from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
+from tests.rpc_group import ROOT, rpc_group
+
+PICKLE_ERROR = (
+    "Cannot pickle RemoteModule in python pickler. RemoteModule can only be pickled when using RPC"
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def group() -> Iterator[None]:
+    with rpc_group(3):
+        yield
+
+
+@pytest.fixture(scope="module")
+def scaled_rm(group: None) -> RemoteModule:
+    return RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+
+
+@pytest.fixture(scope="module")
+def scripted(scaled_rm: RemoteModule) -> torch.jit.ScriptModule:
+    return torch.jit.script(scaled_rm)
+
+
+@pytest.fixture
+def x() -> Tensor:
+    return torch.arange(8, dtype=torch.float32).reshape(2, 4)
+
+
+def local_scaled(rm: RemoteModule) -> ScaledLinear:
+    local = ScaledLinear()
+    local.load_state_dict(rm.remote_state_dict())
+    return local
+
+
+class Hybrid(nn.Module):
+    """A local model that uses a remote one through two of its interface methods."""
+
+    def __init__(self, remote: nn.Module) -> None:
+        super().__init__()
+        self.remote = remote
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.head(self.remote.forward(x)) + self.remote.weight_sum()
+
+
+class ScoredUser(nn.Module):
+    """Uses a NamedTuple result's field and a keyword argument inside TorchScript."""
+
+    def __init__(self, remote: nn.Module) -> None:
+        super().__init__()
+        self.remote = remote
+
+    def forward(self, x: Tensor) -> float:
+        return self.remote.total(x, bonus=2.0) + self.remote.forward(x).score
+
+
+@torch.jit.script
+def call_through_interface(module: LinearInterface, x: Tensor) -> Tensor:
+    return module.forward(x, 2.0)
+
+
+def test_scripted_every_method_matches_python(
+    scaled_rm: RemoteModule, scripted: torch.jit.ScriptModule, x: Tensor
+) -> None:
+    local = local_scaled(scaled_rm)
+    torch.testing.assert_close(scripted.forward(x, 2.0), local(x, 2.0))
+    torch.testing.assert_close(scripted(x, 2.0), scaled_rm(x, 2.0))
+    torch.testing.assert_close(scripted.forward_async(x, 2.0).wait(), local(x, 2.0))
+    assert scripted.weight_sum() == pytest.approx(local.weight_sum())
+    assert scripted.weight_sum_async().wait() == pytest.approx(local.weight_sum())
+    assert scripted.describe("v", 3) == "v3"
+    assert scripted.describe_async("v", 3).wait() == "v3"
+
+
+def test_scripted_defaults_and_keyword_arguments(
+    scaled_rm: RemoteModule, scripted: torch.jit.ScriptModule, x: Tensor
+) -> None:
+    local = local_scaled(scaled_rm)
+    torch.testing.assert_close(scripted.forward(x), local(x))
+    torch.testing.assert_close(scripted(x, scale=3.0), local(x, 3.0))
+    torch.testing.assert_close(scripted.forward_async(x, scale=0.5).wait(), local(x, 0.5))
+    assert scripted.describe() == "w2"
+    assert scripted.describe(times=7) == "w7"
+    assert scripted.describe(prefix="p") == "p2"
+    assert scripted.describe_async(times=4).wait() == "w4"
+
+
+def test_legacy_keyword_scripts_too(x: Tensor) -> None:
+    rm = RemoteModule("worker2/cpu", ScaledLinear, _module_interface_cls=LinearInterface)
+    torch.testing.assert_close(torch.jit.script(rm)(x), rm(x))
+
+
+def test_without_interface_does_not_script() -> None:
+    rm = RemoteModule("worker1/cpu", nn.Linear, args=(4, 4))
+    with pytest.raises((RuntimeError, torch.jit.frontend.NotSupportedError)):
+        torch.jit.script(rm)
+
+
+def test_scripted_hybrid_model_matches_python(scaled_rm: RemoteModule, x: Tensor) -> None:
+    model = Hybrid(scaled_rm)
+    expected = model(x)
+    scripted_model = torch.jit.script(model)
+    torch.testing.assert_close(scripted_model(x), expected)
+    local = local_scaled(scaled_rm)
+    torch.testing.assert_close(expected, model.head(local(x)) + local.weight_sum())
+
+
+def test_script_function_takes_the_scripted_remote_module(
+    scaled_rm: RemoteModule, scripted: torch.jit.ScriptModule, x: Tensor
+) -> None:
+    torch.testing.assert_close(call_through_interface(scripted, x), scaled_rm(x, 2.0))
+
+
+def test_named_tuple_and_optional_defaults_scripted(x: Tensor) -> None:
+    rm = RemoteModule(
+        "worker2/cpu", helpers.ScoredModule, module_interface_cls=helpers.ScoredInterface
+    )
+    scripted = torch.jit.script(rm)
+    # from Python the NamedTuple arrives as a plain tuple (as with upstream's RPC); its
+    # fields are typed inside TorchScript (ScoredUser below)
+    value, score = scripted(x)
+    torch.testing.assert_close(value, 2 * x)
+    assert score == 1.5
+    assert scripted.total(x) == pytest.approx(float(x.sum()) + 0.5)
+    assert scripted.total(x, bonus=1.0) == pytest.approx(float(x.sum()) + 1.0)
+    assert scripted.total(x, extra=x, bonus=1.0) == pytest.approx(2 * float(x.sum()) + 1.0)
+    assert torch.jit.script(ScoredUser(rm))(x) == pytest.approx(float(x.sum()) + 3.5)
+
+
+def test_shapes_interface_scripts(x: Tensor) -> None:
+    """``tests.interfaces.Pair`` is a NamedTuple the interface names: the RemoteModule scripts
+    and its results keep their structure."""
+    rm = RemoteModule("worker2/cpu", helpers.ShapesModule, module_interface_cls=ShapesInterface)
+    scripted = torch.jit.script(rm)
+    total, many, named = scripted(x, x, [x], {"a": x})
+    torch.testing.assert_close(total, 2 * x)
+    torch.testing.assert_close(many[0], 2 * x)
+    torch.testing.assert_close(named["a"], x + 1)
+    total, many, named = scripted(x)
+    assert (list(many), dict(named)) == ([], {})
+    first, second = scripted.pair(x)
+    torch.testing.assert_close(first, 3 * x)
+    assert second == 7
+
+
+def test_interface_naming_a_script_class_resolves(x: Tensor) -> None:
+    """``Box`` is a TorchScript class the interface names: the generated code compiles on
+    both sides and the RemoteModule scripts. (Box values themselves are not sent: this torch's
+    RPC cannot unpickle script-class objects, see the report.)"""
+    rm = RemoteModule("worker1/cpu", helpers.BoxModule, module_interface_cls=helpers.BoxInterface)
+    assert sorted(m.__name__ for m in rm.generated_methods) == [
+        "boxed",
+        "boxed_async",
+        "forward",
+        "forward_async",
+        "unbox",
+        "unbox_async",
+    ]
+    torch.testing.assert_close(rm(x), x + 1)
+    scripted = torch.jit.script(rm)
+    torch.testing.assert_close(scripted(x), x + 1)
+    torch.testing.assert_close(scripted.forward_async(x).wait(), x + 1)
+
+
+def test_scripted_calls_are_recorded_by_distributed_autograd(x: Tensor) -> None:
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+    scripted = torch.jit.script(rm)
+    before = rm.remote_state_dict()
+    optimizer = DistributedOptimizer(torch.optim.SGD, rm.remote_parameters(), lr=0.1)
+    with dist_autograd.context() as context_id:
+        loss = scripted(x).sum()
+        dist_autograd.backward(context_id, [loss])
+        optimizer.step(context_id)
+    after = rm.remote_state_dict()
+    torch.testing.assert_close(after["linear.bias"], before["linear.bias"] - 0.2)
+
+
+def test_scripted_refuses_pickling(scripted: torch.jit.ScriptModule) -> None:
+    with pytest.raises(torch.jit.Error, match=PICKLE_ERROR):
+        scripted.__getstate__()
+
+
+def test_scripted_is_not_sent_over_rpc(scripted: torch.jit.ScriptModule) -> None:
+    for args in ((scripted,), ([scripted],)):
+        with pytest.raises(RuntimeError) as raised:
+            rpc.rpc_sync("worker1", helpers.identity, args=args)
+        assert "Passing a script RemoteModule over RPC is not supported" in str(raised.value)
+
+
+def test_its_module_rref_is_sent_instead(
+    scaled_rm: RemoteModule, scripted: torch.jit.ScriptModule, x: Tensor
+) -> None:
+    result, text = rpc.rpc_sync(
+        "worker2",
+        helpers.rebuild_and_call,
+        ("worker1/cpu", scaled_rm.get_module_rref(), LinearInterface, x),
+    )
+    torch.testing.assert_close(result, scripted(x))
+    assert "ScaledLinear" in text
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.save` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+def test_other_script_modules_still_travel_over_rpc() -> None:
+    module = torch.jit.script(nn.Linear(2, 2))
+    back = rpc.rpc_sync("worker1", helpers.identity, args=(module,))
+    torch.testing.assert_close(back.weight, module.weight)
+    ones = torch.ones(1, 2)
+    torch.testing.assert_close(back(ones), module(ones))
+
+
+def test_generated_remote_functions_move_every_shape_to_the_device(x: Tensor) -> None:
+    """The compiled ``_remote_forward`` moves each argument to the module's device; the
+    generated movers cover every result shape (a meta target: no GPU needed)."""
+    generated = registry.scriptable_module(ShapesInterface, True)
+    assert generated.MOVES_CPU_TENSORS_TO_DEVICE is True
+    local = rpc.RRef(torch.jit.script(helpers.ShapesModule()), ShapesInterface)
+    # device map set: the result stays where the module computed it
+    total, many, named = generated._remote_forward(local, "meta", True, x, None, [x], {"a": x})
+    assert [t.device.type for t in (total, *many, *named.values())] == ["meta"] * 3
+    total, many, named = generated._remote_forward(local, "cpu", False, x, None, [x], {"a": x})
+    torch.testing.assert_close(total, 2 * x)
+
+    model = registry.interface_model(ShapesInterface)
+    movers = {
+        method.name: getattr(generated, method.returns.mover_name) for method in model.methods
+    }
+    meta = torch.device("meta")
+    total, many, named = movers["forward"]((x, [x, x], {"a": x}), meta)
+    assert [t.device.type for t in (total, *many, *named.values())] == ["meta"] * 4
+    pair = movers["pair"](helpers.Pair(x, 5), meta)
+    assert pair.first.device.type == "meta"
+    assert pair.second == 5
+
+
+NO_JIT_SCRIPT = textwrap.dedent(
+    """
+    import torch
+    import torch.distributed.rpc as rpc
+    from remote_module import RemoteModule
+    from tests.interfaces import LinearInterface, ScaledLinear
+    from tests.rpc_group import backend_options, free_port
+
+    rpc.init_rpc("worker0", rank=0, world_size=1, rpc_backend_options=backend_options(free_port()))
+    try:
+        rm = RemoteModule("worker0/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+        x = torch.ones(2, 4)
+        assert rm.forward(x, scale=2.0).shape == (2, 4)
+        assert isinstance(rm.weight_sum(), float)
+        assert rm.describe(times=4) == "w4"
+        try:
+            rm.forward("not a tensor")
+        except TypeError as error:
+            assert "forward" in str(error)
+        else:
+            raise AssertionError("no TypeError")
+        print("NO-JIT OK")
+    finally:
+        rpc.shutdown()
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_interface_works_where_torchscript_is_disabled() -> None:
+    """With ``PYTORCH_JIT=0`` a RemoteModule built with an interface still works from Python
+    (typed stubs from the annotations; only the scriptable output needs TorchScript)."""
+    env = dict(
+        os.environ,
+        PYTORCH_JIT="0",
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", NO_JIT_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "NO-JIT OK" in done.stdout
