@@ -6,6 +6,8 @@ a compiled branch that sends directly (no checks, native errors).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,7 +16,14 @@ import torch.distributed.rpc as rpc
 from torch.futures import Future
 from typeguard import TypeCheckError, check_type
 
-__all__ = ["call", "call_async", "move_to_device", "set_type_checking", "type_checking"]
+__all__ = [
+    "call",
+    "call_async",
+    "move_to_device",
+    "set_type_checking",
+    "type_checking",
+    "wait_returning_rrefs",
+]
 
 _type_checking = [True]
 
@@ -40,9 +49,8 @@ def call(
     kwargs: Mapping[str, Any] | None = None,
 ) -> Any:
     """Run ``method`` on the owner and wait for its result."""
-    future = _send(remote_module, method, remote_fn, args, hints, kwargs)
     try:
-        return future.wait()
+        return _send(remote_module, method, remote_fn, args, hints, kwargs).wait()
     except RuntimeError as error:
         raise _named(error, remote_module, method) from error
 
@@ -56,7 +64,10 @@ def call_async(
     kwargs: Mapping[str, Any] | None = None,
 ) -> Future[Any]:
     """Run ``method`` on the owner; the returned future's errors name the owner and method."""
-    future = _send(remote_module, method, remote_fn, args, hints, kwargs)
+    try:
+        future = _send(remote_module, method, remote_fn, args, hints, kwargs)
+    except RuntimeError as error:
+        raise _named(error, remote_module, method) from error
 
     def result(done: Future[Any]) -> Any:
         try:
@@ -65,6 +76,25 @@ def call_async(
             raise _named(error, remote_module, method) from error
 
     return future.then(result)
+
+
+def wait_returning_rrefs(future: Future[Any], timeout: float, started: float) -> Any:
+    """Wait for a reply that carries RRefs until ``started + timeout`` (``time.monotonic()``;
+    an unset timeout means the RPC agent's default).
+
+    The RPC itself is sent without a deadline: a reply that arrives after the caller gave up
+    is still unpickled and its RRefs released, so the owner forgets them; an RPC timeout would
+    drop the reply and leave its RRefs on the owner forever.
+    """
+    if timeout <= 0:
+        timeout = rpc.get_rpc_timeout()
+    if timeout > 0:
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
+        remaining = started + timeout - time.monotonic()
+        if remaining <= 0 or not done.wait(remaining):
+            raise RuntimeError(f"RPC ran for more than the RemoteModule timeout ({timeout} s)")
+    return future.wait()
 
 
 def move_to_device(value: Any, device: torch.device) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import io
 import numbers
+import time
 import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, NoReturn, TypeVar
@@ -21,7 +22,7 @@ from torch import nn
 from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.nn.parameter import Parameter
 
-from remote_module._calls import move_to_device
+from remote_module._calls import move_to_device, wait_returning_rrefs
 from remote_module.codegen import registry
 
 __all__ = ["RemoteDevice", "RemoteModule", "parse_remote_device"]
@@ -152,25 +153,32 @@ class RemoteModule(nn.Module):
         module_name = self._generated_module_name(interface_cls, move_tensors)
         if interface_cls is None:
             # Asynchronous: a module_cls that fails surfaces on the first call.
-            self.module_rref = rpc.remote(
-                self.on,
-                _create_module,
-                (module_cls, args, kwargs, self.device),
-                timeout=self.timeout,
-            )
+            try:
+                self.module_rref = rpc.remote(
+                    self.on,
+                    _create_module,
+                    (module_cls, args, kwargs, self.device),
+                    timeout=self.timeout,
+                )
+            except RuntimeError as error:
+                raise RuntimeError(
+                    f"RemoteModule: creating {_callable_name(module_cls)} on worker "
+                    f"{self.on!r} failed: {error}"
+                ) from error
             generated = registry.non_scriptable_module()
         else:
             # One round trip: the owner loads the generated module, creates and scripts the
             # module; meanwhile this side loads the same generated module.
+            started = time.monotonic()
             future = rpc.rpc_async(
                 self.on,
                 _create_scripted_module,
                 (module_cls, args, kwargs, self.device, interface_cls, move_tensors, module_name),
-                timeout=self.timeout,
+                timeout=0,  # bounded below; the reply carries an RRef (see wait_returning_rrefs)
             )
             generated = registry.ensure_module(module_name, interface_cls, move_tensors)
             try:
-                self.module_rref = future.wait()
+                self.module_rref = wait_returning_rrefs(future, self.timeout, started)
             except RuntimeError as error:
                 raise RuntimeError(
                     f"RemoteModule: creating {_callable_name(module_cls)} on worker "
@@ -223,7 +231,17 @@ class RemoteModule(nn.Module):
 
     def remote_parameters(self, recurse: bool = True) -> list[rpc.RRef[Parameter]]:
         """RRefs to the remote module's parameters, for ``DistributedOptimizer``."""
-        return self._on_owner("remote_parameters", _parameter_rrefs, self.module_rref, recurse)
+        started = time.monotonic()
+        future = rpc.rpc_async(
+            self.module_rref.owner(), _parameter_rrefs, (self.module_rref, recurse), timeout=0
+        )
+        try:
+            return wait_returning_rrefs(future, self.timeout, started)
+        except RuntimeError as error:
+            raise RuntimeError(
+                f"RemoteModule.remote_parameters on worker '{self.module_rref.owner_name()}' "
+                f"failed: {error}"
+            ) from error
 
     def get_module_rref(self) -> rpc.RRef[nn.Module]:
         """The RRef to the module on its owner."""
