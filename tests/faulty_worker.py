@@ -9,10 +9,7 @@ holds the keyword arguments of :func:`faulty_options` other than ``port``.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import threading
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +17,7 @@ from typing import Any
 import torch.distributed.rpc as rpc
 
 from tests import reliability_helpers
-from tests.rpc_group import RPC_TIMEOUT_S
+from tests.rpc_group import RPC_TIMEOUT_S, exit_when_orphaned
 
 # Retried by the RRef protocol, so failing them must not change any result.
 RREF_MESSAGES = ("RREF_FORK_REQUEST", "RREF_CHILD_ACCEPT", "RREF_USER_DELETE")
@@ -54,15 +51,8 @@ def faulty_options(
     )
 
 
-def _exit_with(parent: int) -> None:
-    """A worker whose test process died (a crash, a kill) would wait for it forever."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
-
-
 if __name__ == "__main__":
-    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
+    exit_when_orphaned()
     warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
     rank, world_size, port = (int(value) for value in sys.argv[1:4])
     faults = json.loads(sys.argv[4])

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,19 @@ import torch.distributed.rpc as rpc
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 60.0
 RPC_TIMEOUT_S = 60.0
+
+
+def exit_when_orphaned() -> None:
+    """In a worker: exit once the test process that started it is gone (a crash, a kill),
+    instead of waiting for the group forever."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def free_port() -> int:

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
-import time
 import warnings
 
 import torch.distributed.rpc as rpc
 
-from tests.rpc_group import backend_options
-
-
-def _exit_when_orphaned(parent: int) -> None:
-    """A worker whose test process died (a crash, a kill) would wait for it forever."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    os._exit(1)
-
+from tests.rpc_group import backend_options, exit_when_orphaned
 
 if __name__ == "__main__":
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    exit_when_orphaned()
     warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
     rank, world_size, port = (int(value) for value in sys.argv[1:4])
     rpc.init_rpc(
