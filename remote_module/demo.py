@@ -27,6 +27,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -87,7 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
         _exit_now(
-            _run_worker(rank, world_size, config, addr, int(os.environ.get("MASTER_PORT", "29500")))
+            _run_worker(
+                rank, world_size, config, addr, int(os.environ.get("MASTER_PORT", "29500")), True
+            )
         )
     return _spawn_all(config)
 
@@ -167,23 +170,37 @@ def _exit_now(code: int) -> NoReturn:
 # --- One worker ---------------------------------------------------------------------------
 
 
-def _run_worker(rank: int, world_size: int, config: DemoConfig, addr: str, port: int) -> int:
+def _run_worker(
+    rank: int, world_size: int, config: DemoConfig, addr: str, port: int, from_env: bool = False
+) -> int:
     warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message="You are using a Backend", category=UserWarning)
     options = rpc.TensorPipeRpcBackendOptions(
-        init_method=f"tcp://{addr}:{port}", rpc_timeout=config.timeout, num_worker_threads=16
+        # Under torchrun, env:// joins the launcher's own store on MASTER_PORT.
+        init_method="env://" if from_env else f"tcp://{addr}:{port}",
+        rpc_timeout=config.timeout,
+        num_worker_threads=16,
     )
     try:
-        rpc.init_rpc(
-            _worker_name(rank), rank=rank, world_size=world_size, rpc_backend_options=options
+        # The trainers' gloo group meets at a store the master hosts on MASTER_PORT + 1, and
+        # forms before RPC does, so no trainer can be asked to train before DDP can start.
+        store = dist.TCPStore(
+            addr,
+            port + 1,
+            is_master=rank == MASTER,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=config.timeout),
         )
         if rank >= FIRST_TRAINER:
             dist.init_process_group(
                 "gloo",
-                init_method=f"tcp://{addr}:{port + 1}",
+                store=dist.PrefixStore("trainers", store),
                 rank=rank - FIRST_TRAINER,
                 world_size=world_size - FIRST_TRAINER,
             )
+        rpc.init_rpc(
+            _worker_name(rank), rank=rank, world_size=world_size, rpc_backend_options=options
+        )
         if rank == MASTER:
             _master(config)
     except Exception as error:  # one clear line, then the supervisor stops everyone

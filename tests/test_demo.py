@@ -153,3 +153,45 @@ def test_no_worker_process_is_left_behind(tmp_path: Path) -> None:
     ):
         time.sleep(0.2)
     assert not alive, f"worker processes left behind: {alive}"
+
+
+def test_under_torchrun_every_rank_joins_instead_of_spawning(tmp_path: Path) -> None:
+    # The multi-host entry point, on one host: torchrun starts the 4 ranks, each joins.
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "4",
+            "--master-port",
+            str(_free_port()),
+            "-m",
+            "remote_module",
+            "demo",
+            *SMALL,
+            "--steps",
+            "10",
+            "--checkpoint",
+            "",
+            "--json",
+            "torchrun.json",
+        ],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "torchrun.json").read_text())
+    assert summary["steps"] == 10 and summary["remote_calls"] == 20
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
