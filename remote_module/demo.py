@@ -87,10 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
         addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        master_port = int(os.environ.get("MASTER_PORT", "29500"))
         _exit_now(
-            _run_worker(
-                rank, world_size, config, addr, int(os.environ.get("MASTER_PORT", "29500")), True
-            )
+            _run_worker(rank, world_size, config, addr, master_port, master_port + 1, from_env=True)
         )
     return _spawn_all(config)
 
@@ -101,12 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _spawn_all(config: DemoConfig) -> int:
     """Start every worker on 127.0.0.1, wait, and clean up on success, error and Ctrl-C."""
     world_size = FIRST_TRAINER + config.trainers
-    port = _free_port()
+    port, store_port = _free_ports(2)
     context = multiprocessing.get_context("spawn")
     processes = [
         context.Process(
             target=_spawned_worker,
-            args=(rank, world_size, config, port),
+            args=(rank, world_size, config, port, store_port),
             name=_worker_name(rank),
             daemon=False,
         )
@@ -154,9 +153,11 @@ def _stop(processes: list[Any]) -> None:
             process.join(timeout=5)
 
 
-def _spawned_worker(rank: int, world_size: int, config: DemoConfig, port: int) -> None:
+def _spawned_worker(
+    rank: int, world_size: int, config: DemoConfig, port: int, store_port: int
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
-    _exit_now(_run_worker(rank, world_size, config, "127.0.0.1", port))
+    _exit_now(_run_worker(rank, world_size, config, "127.0.0.1", port, store_port))
 
 
 def _exit_now(code: int) -> NoReturn:
@@ -171,7 +172,13 @@ def _exit_now(code: int) -> NoReturn:
 
 
 def _run_worker(
-    rank: int, world_size: int, config: DemoConfig, addr: str, port: int, from_env: bool = False
+    rank: int,
+    world_size: int,
+    config: DemoConfig,
+    addr: str,
+    port: int,
+    store_port: int,
+    from_env: bool = False,
 ) -> int:
     warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message="You are using a Backend", category=UserWarning)
@@ -182,11 +189,12 @@ def _run_worker(
         num_worker_threads=16,
     )
     try:
-        # The trainers' gloo group meets at a store the master hosts on MASTER_PORT + 1, and
+        # The trainers' gloo group meets at a store the master hosts (MASTER_PORT + 1 under a
+        # launcher), and
         # forms before RPC does, so no trainer can be asked to train before DDP can start.
         store = dist.TCPStore(
             addr,
-            port + 1,
+            store_port,
             is_master=rank == MASTER,
             wait_for_workers=False,
             timeout=timedelta(seconds=config.timeout),
@@ -429,10 +437,13 @@ def _worker_name(rank: int) -> str:
     return f"trainer{rank - FIRST_TRAINER}"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    # Held open together, so the ports differ from each other.
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 def _one_line(error: BaseException) -> str:
