@@ -9,6 +9,7 @@ exported methods, so ``torch.jit.script`` compiles a RemoteModule built with an 
 from __future__ import annotations
 
 import collections
+import contextlib
 import io
 import numbers
 import time
@@ -151,20 +152,16 @@ class RemoteModule(nn.Module):
         interface_cls = _pick_interface(module_interface_cls, legacy_interface_cls)
         move_tensors = self._prepare(remote_device, interface_cls, timeout)
         module_name = self._generated_module_name(interface_cls, move_tensors)
+        creating = f"RemoteModule: creating {_callable_name(module_cls)}"
         if interface_cls is None:
             # Asynchronous: a module_cls that fails surfaces on the first call.
-            try:
+            with _failures_named(creating, repr(self.on)):
                 self.module_rref = rpc.remote(
                     self.on,
                     _create_module,
                     (module_cls, args, kwargs, self.device),
                     timeout=self.timeout,
                 )
-            except RuntimeError as error:
-                raise RuntimeError(
-                    f"RemoteModule: creating {_callable_name(module_cls)} on worker "
-                    f"{self.on!r} failed: {error}"
-                ) from error
             generated = registry.non_scriptable_module()
         else:
             # One round trip: the owner loads the generated module, creates and scripts the
@@ -177,13 +174,8 @@ class RemoteModule(nn.Module):
                 timeout=0,  # bounded below; the reply carries an RRef (see wait_returning_rrefs)
             )
             generated = registry.ensure_module(module_name, interface_cls, move_tensors)
-            try:
+            with _failures_named(creating, repr(self.on)):
                 self.module_rref = wait_returning_rrefs(future, self.timeout, started)
-            except RuntimeError as error:
-                raise RuntimeError(
-                    f"RemoteModule: creating {_callable_name(module_cls)} on worker "
-                    f"{self.on!r} failed: {error}"
-                ) from error
         if isinstance(module_cls, type):
             self._remote_type_name = module_cls.__qualname__
         self._install(generated)
@@ -217,13 +209,10 @@ class RemoteModule(nn.Module):
                 timeout=remote_module.timeout,
             )
             generated = registry.ensure_module(module_name, interface_cls, move_tensors)
-            try:
+            with _failures_named(
+                "RemoteModule.init_from_module_rref", repr(module_rref.owner_name())
+            ):
                 future.wait()
-            except RuntimeError as error:
-                raise RuntimeError(
-                    f"RemoteModule.init_from_module_rref on worker '{module_rref.owner_name()}' "
-                    f"failed: {error}"
-                ) from error
         else:
             generated = registry.non_scriptable_module()
         remote_module._install(generated)
@@ -235,13 +224,8 @@ class RemoteModule(nn.Module):
         future = rpc.rpc_async(
             self.module_rref.owner(), _parameter_rrefs, (self.module_rref, recurse), timeout=0
         )
-        try:
+        with self._failures_named("remote_parameters"):
             return wait_returning_rrefs(future, self.timeout, started)
-        except RuntimeError as error:
-            raise RuntimeError(
-                f"RemoteModule.remote_parameters on worker '{self.module_rref.owner_name()}' "
-                f"failed: {error}"
-            ) from error
 
     def get_module_rref(self) -> rpc.RRef[nn.Module]:
         """The RRef to the module on its owner."""
@@ -343,12 +327,11 @@ class RemoteModule(nn.Module):
         _check_attributes(self)
 
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
-        try:
+        with self._failures_named(method):
             return rpc.rpc_sync(self.module_rref.owner(), fn, args, timeout=self.timeout)
-        except RuntimeError as error:
-            raise RuntimeError(
-                f"RemoteModule.{method} on worker '{self.module_rref.owner_name()}' failed: {error}"
-            ) from error
+
+    def _failures_named(self, method: str) -> contextlib.AbstractContextManager[None]:
+        return _failures_named(f"RemoteModule.{method}", repr(self.module_rref.owner_name()))
 
     def _remote_module_type(self) -> str:
         name = self.__dict__.get("_remote_type_name")
@@ -421,6 +404,15 @@ for _name in (
 ):
     setattr(RemoteModule, _name, _unsupported(_name))
 del _name
+
+
+@contextlib.contextmanager
+def _failures_named(what: str, owner: str) -> Iterator[None]:
+    """Re-raise an RPC failure (timeout, lost peer) naming the step and the owner."""
+    try:
+        yield
+    except RuntimeError as error:
+        raise RuntimeError(f"{what} on worker {owner} failed: {error}") from error
 
 
 def _raise_not_supported(name: str) -> NoReturn:
