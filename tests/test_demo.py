@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.rpc_group import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--steps", "40", "--batch-size", "16", "--num-embeddings", "2000", "--no-progress"]
 
@@ -165,7 +167,7 @@ def test_under_torchrun_every_rank_joins_instead_of_spawning(tmp_path: Path) -> 
             "--nproc-per-node",
             "4",
             "--master-port",
-            str(_free_port()),
+            str(free_port()),
             "-m",
             "remote_module",
             "demo",
@@ -187,11 +189,3 @@ def test_under_torchrun_every_rank_joins_instead_of_spawning(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "torchrun.json").read_text())
     assert summary["steps"] == 10 and summary["remote_calls"] == 20
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
