@@ -205,6 +205,15 @@ def owner_state_dict(module_rref: Any) -> dict[str, Tensor]:
     return {key: value.detach().clone() for key, value in module.state_dict().items()}
 
 
+def owner_state_devices(module_rref: Any) -> dict[str, str]:
+    """On the owner: the device type of each state-dict entry (strings: no CUDA tensor has to
+    travel back, which TensorPipe refuses without a device map)."""
+    module = module_rref.local_value()
+    if isinstance(module, torch._C.ScriptModule):
+        module = torch.jit._recursive.wrap_cpp_module(module)
+    return {key: value.device.type for key, value in module.state_dict().items()}
+
+
 @torch.jit.script
 class Box:
     """A TorchScript class an interface names."""

@@ -814,7 +814,8 @@ def test_cuda_results_come_back_on_cpu_with_interface() -> None:
     x = torch.ones(2, 4)
     scaled = RemoteModule("worker1/cuda:0", ScaledLinear, module_interface_cls=LinearInterface)
     assert scaled(x).device.type == "cpu"
-    assert owner_state(scaled)["linear.weight"].device.type == "cuda"
+    devices = rpc.rpc_sync("worker1", helpers.owner_state_devices, (scaled.module_rref,))
+    assert devices == {"linear.weight": "cuda", "linear.bias": "cuda"}
     assert scaled.remote_state_dict()["linear.weight"].device.type == "cpu"
     shapes = RemoteModule(
         "worker1/cuda:0", helpers.ShapesModule, module_interface_cls=ShapesInterface
