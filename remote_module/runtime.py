@@ -24,6 +24,7 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.nn.parameter import Parameter
 
 from remote_module._calls import move_to_device, wait_returning_rrefs
+from remote_module._scripting import use_script_stubs
 from remote_module.codegen import registry
 
 __all__ = ["RemoteDevice", "RemoteModule", "parse_remote_device"]
@@ -270,6 +271,16 @@ class RemoteModule(nn.Module):
             "Cannot unpickle RemoteModule in python pickler. RemoteModule can only be unpickled "
             "when using RPC"
         )
+
+    def __prepare_scriptable__(self: T) -> T:
+        """Called by ``torch.jit.script``: hands torch the exported methods parsed once per
+        process instead of on every call (see ``remote_module._scripting``)."""
+        if self.is_scriptable:
+            use_script_stubs(
+                self,
+                [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__],
+            )
+        return self
 
     def __repr__(self) -> str:
         return (

@@ -8,6 +8,7 @@ This process is ``worker0``; modules live on ``worker1`` and ``worker2``.
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -205,6 +206,47 @@ def test_scripted_calls_are_recorded_by_distributed_autograd(x: Tensor) -> None:
 def test_scripted_refuses_pickling(scripted: torch.jit.ScriptModule) -> None:
     with pytest.raises(torch.jit.Error, match=PICKLE_ERROR):
         scripted.__getstate__()
+
+
+def test_scripting_again_reuses_parsed_methods(
+    monkeypatch: pytest.MonkeyPatch, scripted: torch.jit.ScriptModule, x: Tensor
+) -> None:
+    """A second RemoteModule of a scripted interface scripts without parsing any method
+    again, and both the scripted and the eager forms still behave."""
+    from remote_module import _scripting
+
+    parsed: list[str] = []
+    make_stub = _scripting._make_stub
+    monkeypatch.setattr(
+        _scripting, "_make_stub", lambda fn, name: parsed.append(name) or make_stub(fn, name)
+    )
+    rms = [RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)]
+    rms.append(
+        RemoteModule.init_from_module_rref("worker1/cpu", rms[0].module_rref, LinearInterface)
+    )
+    for rm in rms:
+        again = torch.jit.script(rm)
+        local = local_scaled(rm)
+        torch.testing.assert_close(again(x), local(x))
+        torch.testing.assert_close(again.forward(x, scale=3.0), local(x, 3.0))
+        assert again.describe(times=4) == "w4"
+        with pytest.raises(torch.jit.Error, match=PICKLE_ERROR):
+            again.__getstate__()
+        # The eager RemoteModule is unchanged for Python callers.
+        torch.testing.assert_close(rm(x), local(x))
+        torch.testing.assert_close(rm.forward_async(x, scale=2.0).wait(), local(x, 2.0))
+        assert rm.describe("v") == "v2"
+        assert rm.weight_sum() == pytest.approx(local.linear.weight.sum().item())
+        with pytest.raises(RuntimeError, match=PICKLE_ERROR):
+            pickle.dumps(rm)
+        with pytest.raises(TypeError, match="argument 'x'"):
+            rm.forward("not a tensor")
+        # It still travels over RPC and works on arrival.
+        result = rpc.rpc_sync("worker2", helpers.call_remote_module, (rm, x))
+        torch.testing.assert_close(result, local(x))
+        # And a parent that holds it scripts too.
+        torch.testing.assert_close(torch.jit.script(Hybrid(rm))(x).shape, torch.Size([2, 2]))
+    assert parsed == []
 
 
 def test_scripted_is_not_sent_over_rpc(scripted: torch.jit.ScriptModule) -> None:
