@@ -18,9 +18,10 @@ from torch import nn
 from torch.distributed.nn import RemoteModule as UpstreamRemoteModule
 from torch.distributed.nn.api.remote_module import _RemoteModule as UpstreamInterfaceRemoteModule
 
+import benchmarks.generated  # noqa: F401  (build-time stubs, imported as a user's program would)
 import remote_module
 from benchmarks import interfaces
-from benchmarks.interfaces import TINY_FEATURES, TinyInterface
+from benchmarks.interfaces import TINY_FEATURES, TinyInterface, UngeneratedTinyInterface
 from benchmarks.spec import FLOOR, OURS, UPSTREAM, Figure, Sizes
 
 OWNER = "worker1"
@@ -32,17 +33,24 @@ Results = dict[str, dict[str, list[float]]]
 Loop = Callable[[int], None]
 
 
-def build(impl: str, module_cls: type[nn.Module], args: tuple[Any, ...], scriptable: bool) -> Any:
-    """A RemoteModule of ``impl`` (ours or upstream) on the owner."""
+def build(
+    impl: str,
+    module_cls: type[nn.Module],
+    args: tuple[Any, ...],
+    scriptable: bool,
+    interface: Any = TinyInterface,
+) -> Any:
+    """A RemoteModule of ``impl`` (ours or upstream) on the owner; ``interface`` when
+    ``scriptable``."""
     if impl == OURS:
         if scriptable:
             return remote_module.RemoteModule(
-                REMOTE_DEVICE, module_cls, args, module_interface_cls=TinyInterface
+                REMOTE_DEVICE, module_cls, args, module_interface_cls=interface
             )
         return remote_module.RemoteModule(REMOTE_DEVICE, module_cls, args)
     if scriptable:  # upstream's public class does not take an interface
         return UpstreamInterfaceRemoteModule(
-            REMOTE_DEVICE, module_cls, args, _module_interface_cls=TinyInterface
+            REMOTE_DEVICE, module_cls, args, _module_interface_cls=interface
         )
     return UpstreamRemoteModule(REMOTE_DEVICE, module_cls, args)
 
@@ -261,6 +269,11 @@ def measure_construction(sizes: Sizes, impl: str) -> dict[str, float]:
     start = time.perf_counter()
     first = scriptable()
     values["scriptable_first"] = (time.perf_counter() - start) * 1e3
+    if impl != FLOOR:
+        # The first RemoteModule of an interface with no build-time stubs: rendered in memory.
+        start = time.perf_counter()
+        build(impl, nn.Linear, args, True, UngeneratedTinyInterface)
+        values["scriptable_first_no_codegen"] = (time.perf_counter() - start) * 1e3
     if impl != FLOOR:
         start = time.perf_counter()
         torch.jit.script(first)

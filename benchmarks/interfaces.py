@@ -22,6 +22,15 @@ class TinyInterface:
 
 
 @torch.jit.interface
+class UngeneratedTinyInterface:
+    """:class:`TinyInterface` again, with no stubs generated at build time: rendered in
+    memory on first use, for the construction figure's no-codegen row."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        pass
+
+
+@torch.jit.interface
 class RemoteTinyInterface:
     """How a script function sees a scripted RemoteModule built with :class:`TinyInterface`."""
 

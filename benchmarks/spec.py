@@ -134,8 +134,16 @@ FIGURES: tuple[Figure, ...] = (
                 "ms",
                 _CALLS,
                 FLOOR,
-                description="first construction in fresh processes; "
-                "floor: rpc_sync(create + script + RRef)",
+                description="first construction in fresh processes (ours: stubs generated at "
+                "build time); floor: rpc_sync(create + script + RRef)",
+            ),
+            Row(
+                "scriptable_first_no_codegen",
+                "ms",
+                (OURS, UPSTREAM),
+                UPSTREAM,
+                description="then the first of an interface with no build-time stubs "
+                "(rendered in memory)",
             ),
             Row(
                 "scriptable_warm",

@@ -4,6 +4,7 @@ modules. A ``single`` figure runs rank 0 alone, without RPC."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -44,6 +45,10 @@ def main(argv: list[str]) -> int:
     from benchmarks.spec import SIZES, figure
 
     spec = figure(name)
+    # Collect once, then keep the import-time heap out of later collections: otherwise a full
+    # collection (tens of ms with torch loaded) lands inside whichever measurement comes first.
+    gc.collect()
+    gc.freeze()
     if spec.launch == "single":
         result = figures.measure(spec, SIZES[size], repeats, impl)
         _write(out, result)

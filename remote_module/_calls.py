@@ -16,6 +16,11 @@ import torch.distributed.rpc as rpc
 from torch.futures import Future
 from typeguard import TypeCheckError, check_type
 
+try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call bookkeeping
+    from torch._C._distributed_rpc import _invoke_rpc_torchscript
+except ImportError:  # pragma: no cover - a torch built without it
+    _invoke_rpc_torchscript = None  # type: ignore[assignment]
+
 __all__ = [
     "call",
     "call_async",
@@ -63,11 +68,19 @@ def call_async(
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None = None,
 ) -> Future[Any]:
-    """Run ``method`` on the owner; the returned future's errors name the owner and method."""
+    """Run ``method`` on the owner and return the RPC's future.
+
+    With a RemoteModule ``timeout``, the future is chained so that its errors name the owner
+    and the method (a timeout's own text names neither). Without one it is torch's future
+    itself, at the cost of a bare ``rpc_async``: errors raised on the owner name the owner
+    there, and the RPC default timeout applies.
+    """
     try:
         future = _send(remote_module, method, remote_fn, args, hints, kwargs)
     except RuntimeError as error:
         raise _named(error, remote_module, method) from error
+    if remote_module.timeout < 0:  # no RemoteModule timeout: rpc.constants.UNSET_RPC_TIMEOUT
+        return future
 
     def result(done: Future[Any]) -> Any:
         try:
@@ -121,14 +134,36 @@ def _send(
 ) -> Future[Any]:
     if hints is not None and _type_checking[0]:
         _check_arguments(method, args, hints)
-    rpc_args = (remote_module.module_rref, remote_module.device, remote_module.is_device_map_set)
+    module_rref = remote_module.module_rref
+    rpc_args = (module_rref, remote_module.device, remote_module.is_device_map_set, *args)
+    script_name = _script_names.get(remote_fn)
+    if script_name is None:
+        script_name = _script_names.setdefault(remote_fn, _script_name(remote_fn))
+    if script_name and not torch.autograd._profiler_enabled():
+        # A compiled remote function, sent as rpc.rpc_async would send it (a script call by
+        # qualified name), without resolving the worker and the name again on every call.
+        return _invoke_rpc_torchscript(
+            module_rref.owner_name(),
+            script_name,
+            rpc_args,
+            dict(kwargs or {}),
+            remote_module.timeout,
+            False,
+        )
+    # Python functions, and calls the profiler records: torch's own path.
     return rpc.rpc_async(
-        remote_module.module_rref.owner(),
-        remote_fn,
-        rpc_args + args,
-        kwargs,
-        timeout=remote_module.timeout,
+        module_rref.owner(), remote_fn, rpc_args, kwargs, timeout=remote_module.timeout
     )
+
+
+# remote function -> its TorchScript qualified name, or "" for a Python function
+_script_names: dict[Any, str] = {}
+
+
+def _script_name(remote_fn: Any) -> str:
+    if _invoke_rpc_torchscript is None or not isinstance(remote_fn, torch.jit.ScriptFunction):
+        return ""
+    return str(torch._jit_internal._qualified_name(remote_fn))
 
 
 def _check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[Any, ...]]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
+import itertools
 import numbers
 import time
 import types
@@ -503,7 +504,27 @@ def _create_module(
             "Expect `module_cls(*args, **kwargs)` returns an instance of <class nn.Module>, "
             f"but it returns an instance of {type(module)}."
         )
-    return module.to(device)
+    if device != "cpu" or not _plain_module_on_cpu(module):
+        module = module.to(device)
+    return module
+
+
+def _plain_module_on_cpu(module: nn.Module) -> bool:
+    """Whether ``module.to("cpu")`` would change nothing: no ``to``/``_apply`` of its own and
+    every parameter and buffer on the CPU. ``.to()`` walks every submodule and tensor even
+    then, at a cost comparable to creating a small module; user methods such as
+    ``parameters()`` are not called here."""
+    pending = [module]
+    while pending:
+        current = pending.pop()
+        cls = type(current)
+        if cls.to is not nn.Module.to or cls._apply is not nn.Module._apply:
+            return False
+        for tensor in itertools.chain(current._parameters.values(), current._buffers.values()):
+            if tensor is not None and tensor.device.type != "cpu":
+                return False
+        pending.extend(child for child in current._modules.values() if child is not None)
+    return True
 
 
 def _create_scripted_module(

@@ -246,3 +246,18 @@ class BoxModule(nn.Module):
     @torch.jit.export
     def unbox(self, box: Box) -> Tensor:
         return box.value + 1
+
+
+class AppliedFlag(nn.Module):
+    """Records on the owner whether its ``_apply`` (what ``.to()`` runs) was called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.applied = False
+
+    def _apply(self, fn: Any, recurse: bool = True) -> "AppliedFlag":
+        self.applied = True
+        return super()._apply(fn, recurse)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.full_like(x, float(self.applied))

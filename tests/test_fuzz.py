@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from torch import Tensor, nn
 from torch.futures import Future
 
-from remote_module import RemoteDevice, RemoteModule, codegen, parse_remote_device
+from remote_module import RemoteDevice, RemoteModule, _calls, codegen, parse_remote_device
 from remote_module.codegen import parse_interface
 from tests import runtime_helpers as helpers
 from tests.rpc_group import rpc_group
@@ -951,6 +951,9 @@ class _FakeRRef:
     def owner(self) -> str:
         return "fake-owner"
 
+    def owner_name(self) -> str:
+        return "fake-owner"
+
 
 class _FakeRemoteModule:
     """What the caller-side stubs read from ``self``."""
@@ -973,9 +976,19 @@ def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
         future.set_result("result")
         return future
 
+    def fake_invoke_script(
+        to: str, name: str, args: Any, kwargs: Any, timeout: float, is_async: bool
+    ) -> Any:
+        # How compiled remote functions are sent: by qualified name, no rpc.rpc_async.
+        assert not is_async
+        return fake_rpc_async(to, name, args, kwargs, timeout)
+
     fake_self = _FakeRemoteModule()
     stubs = {fn.__name__: fn for fn in generated._generated_methods}
-    with mock.patch.object(rpc, "rpc_async", fake_rpc_async):
+    with (
+        mock.patch.object(rpc, "rpc_async", fake_rpc_async),
+        mock.patch.object(_calls, "_invoke_rpc_torchscript", fake_invoke_script),
+    ):
         for method in spec:
             name = _normalized(method.name)
             remote = getattr(generated, f"_remote_{name}")
@@ -1023,7 +1036,8 @@ def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
                         result = result.wait()
                     assert result == "result"
                     ((to, fn, rpc_args, _kwargs, timeout),) = sent
-                    assert (to, fn, timeout) == ("fake-owner", remote, 12.5)
+                    assert (to, timeout) == ("fake-owner", 12.5)
+                    assert fn == torch._jit_internal._qualified_name(remote)
                     assert rpc_args[:3] == (fake_self.module_rref, "cpu", False)
                     expected_args = list(args) + list(kwargs.values())
                     if len(expected_args) < len(values):

@@ -680,6 +680,57 @@ def test_timeout_with_interface(x: torch.Tensor) -> None:
     assert quick.nap(0.0) == 0.0
 
 
+def test_a_module_with_its_own_to_is_still_moved(x: torch.Tensor) -> None:
+    # The owner skips .to(device) only when it would change nothing.
+    assert torch.equal(RemoteModule("worker1/cpu", helpers.AppliedFlag)(x), torch.ones_like(x))
+    plain = RemoteModule("worker1/cpu", nn.Linear, args=(4, 3))
+    assert plain(x).shape == (2, 3)
+
+
+def test_async_errors_name_owner_and_method_with_a_timeout(
+    scaled_rm: RemoteModule, linear_rm: RemoteModule
+) -> None:
+    wrong = torch.ones(3, 7)  # fails on the owner
+    for rm, interface in ((scaled_rm, LinearInterface), (linear_rm, None)):
+        timed = RemoteModule.init_from_module_rref(
+            "worker1/cpu", rm.module_rref, interface, timeout=30
+        )
+        with pytest.raises(RuntimeError) as raised:
+            timed.forward_async(wrong).wait()
+        assert "RemoteModule.forward on worker 'worker1' failed" in str(raised.value)
+        assert "mat1 and mat2" in str(raised.value)
+        # Without a RemoteModule timeout the future is the RPC's own, and so is its error.
+        with pytest.raises(RuntimeError, match="mat1 and mat2") as raised:
+            rm.forward_async(wrong).wait()
+        assert "RemoteModule.forward" not in str(raised.value)
+        # Synchronous calls always name the owner and method.
+        with pytest.raises(RuntimeError, match=r"RemoteModule\.forward on worker 'worker1' failed"):
+            rm.forward(wrong)
+
+
+def test_calls_under_the_profiler_take_rpcs_own_path(
+    monkeypatch: pytest.MonkeyPatch, scaled_rm: RemoteModule, x: torch.Tensor
+) -> None:
+    # Compiled remote functions are sent without rpc.rpc_async's per-call bookkeeping, except
+    # while the autograd profiler runs, which rpc.rpc_async records.
+    sent: list[Any] = []
+    rpc_async = rpc.rpc_async
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        sent.append(args[1])
+        return rpc_async(*args, **kwargs)
+
+    monkeypatch.setattr(rpc, "rpc_async", spy)
+    expected = local_scaled(scaled_rm)(x)
+    sent.clear()
+    torch.testing.assert_close(scaled_rm(x), expected)
+    assert sent == []
+    with torch.autograd.profiler.profile():
+        torch.testing.assert_close(scaled_rm(x), expected)
+        torch.testing.assert_close(scaled_rm.forward_async(x).wait(), expected)
+    assert [fn.name for fn in sent] == ["_remote_forward"] * 2
+
+
 @pytest.mark.parametrize("timeout", [-1, 0, "x", True])
 def test_bad_timeout_is_a_value_error(timeout: Any) -> None:
     with pytest.raises(ValueError):
@@ -698,6 +749,8 @@ def nothing_sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         raise AssertionError("sent over RPC")
 
     monkeypatch.setattr(rpc, "rpc_async", refuse)
+    # Compiled remote functions are sent without rpc.rpc_async's per-call bookkeeping.
+    monkeypatch.setattr(remote_module._calls, "_invoke_rpc_torchscript", refuse)
     return sent
 
 

@@ -58,6 +58,10 @@ def render_non_scriptable() -> str:
 @functools.cache
 def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
+        # Jinja's own cache of compiled templates (a private directory under the system's
+        # temporary one, entries checked against the template source): a process after the
+        # first renders without compiling the templates again.
+        bytecode_cache=_bytecode_cache(),
         loader=jinja2.PackageLoader("remote_module", "templates"),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -68,3 +72,10 @@ def _environment() -> jinja2.Environment:
     )
     environment.filters["pyrepr"] = repr
     return environment
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    try:
+        return jinja2.FileSystemBytecodeCache()
+    except (OSError, RuntimeError):  # no usable private directory: compile every time
+        return None
