@@ -6,7 +6,7 @@ a compiled branch that sends directly (no checks, native errors).
 
 from __future__ import annotations
 
-import threading
+import queue
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -102,11 +102,16 @@ def wait_returning_rrefs(future: Future[Any], timeout: float, started: float) ->
     if timeout <= 0:
         timeout = rpc.get_rpc_timeout()
     if timeout > 0:
-        done = threading.Event()
-        future.add_done_callback(lambda _: done.set())
+        # SimpleQueue.put and get are C: the RPC thread runs no Python frame to wake this one.
+        done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        future.add_done_callback(done.put)
         remaining = started + timeout - time.monotonic()
-        if remaining <= 0 or not done.wait(remaining):
-            raise RuntimeError(f"RPC ran for more than the RemoteModule timeout ({timeout} s)")
+        try:
+            done.get(timeout=max(remaining, 0.0))
+        except queue.Empty:
+            raise RuntimeError(
+                f"RPC ran for more than the RemoteModule timeout ({timeout} s)"
+            ) from None
     return future.wait()
 
 

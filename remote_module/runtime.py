@@ -164,7 +164,7 @@ class RemoteModule(nn.Module):
                     (module_cls, args, kwargs, self.device),
                     timeout=self.timeout,
                 )
-            generated = registry.non_scriptable_module()
+            self._install(registry.non_scriptable_module())
         else:
             # One round trip: the owner loads the generated module, creates and scripts the
             # module; meanwhile this side loads the same generated module.
@@ -175,12 +175,11 @@ class RemoteModule(nn.Module):
                 (module_cls, args, kwargs, self.device, interface_cls, move_tensors, module_name),
                 timeout=0,  # bounded below; the reply carries an RRef (see wait_returning_rrefs)
             )
-            generated = registry.ensure_module(module_name, interface_cls, move_tensors)
+            self._install(registry.ensure_module(module_name, interface_cls, move_tensors))
             with _failures_named(creating, repr(self.on)):
                 self.module_rref = wait_returning_rrefs(future, self.timeout, started)
         if isinstance(module_cls, type):
             self._remote_type_name = module_cls.__qualname__
-        self._install(generated)
 
     @staticmethod
     def init_from_module_rref(
