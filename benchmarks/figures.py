@@ -114,12 +114,19 @@ def interleave(
         for row, loops in rows.items():
             chunk, count = chunks[row]
             elapsed = dict.fromkeys(loops, 0.0)
-            for _ in range(count):
-                for impl, loop in loops.items():
-                    elapsed[impl] += _seconds(loop, chunk)
+            for block in range(count):
+                for impl in rotated(list(loops), block):
+                    elapsed[impl] += _seconds(loops[impl], chunk)
             for impl in loops:
                 results[row][impl].append(convert[row](elapsed[impl], chunk * count))
     return results
+
+
+def rotated(impls: list[str], shift: int) -> list[str]:
+    """``impls`` starting at ``shift`` (A B C, B C A, C A B, ...): no implementation always
+    runs first or last in a block."""
+    shift %= len(impls)
+    return impls[shift:] + impls[:shift]
 
 
 def per_call_us(elapsed: float, n: int) -> float:
@@ -255,66 +262,85 @@ def measure_type_check(sizes: Sizes, repeats: int) -> Results:
     return interleave(rows, iters, repeats, convert, sizes.blocks * 8)
 
 
-def measure_construction(sizes: Sizes, impl: str) -> dict[str, float]:
-    """One repeat of one implementation, in fresh processes: the first construction comes
-    first of all, then everything else."""
+def _scriptable(impl: str, interface: Any = TinyInterface) -> Any:
+    """A scriptable module on the owner: a RemoteModule built with ``interface``, or the
+    floor's create + script + interface-typed RRef."""
     args = (TINY_FEATURES, TINY_FEATURES)
+    if impl == FLOOR:
+        return rpc.rpc_sync(OWNER, interfaces.create_scripted, (nn.Linear, args))
+    return build(impl, nn.Linear, args, True, interface)
+
+
+def _to_script(impl: str, made: Any) -> nn.Module:
+    """What the scripting rows script: the RemoteModule, or for the floor a plain nn.Linear
+    (the cost of torch.jit.script for any module at all)."""
+    return nn.Linear(TINY_FEATURES, TINY_FEATURES) if impl == FLOOR else made
+
+
+def _nonscriptable(impl: str) -> Any:
+    """A module made by a RemoteModule without interface (or ``rpc.remote``), once the owner
+    confirms it exists."""
+    args = (TINY_FEATURES, TINY_FEATURES)
+    if impl == FLOOR:
+        rref = rpc.remote(OWNER, nn.Linear, args)
+    else:
+        rref = build(impl, nn.Linear, args, False).module_rref
+    rref._get_future().wait()
+    return rref
+
+
+def measure_construction(sizes: Sizes, impl: str) -> dict[str, float]:
+    """One repeat of one implementation, in fresh processes: its first construction comes
+    first of all, then the first of an interface without build-time stubs, then the first
+    torch.jit.script."""
     values: dict[str, float] = {}
-
-    def scriptable() -> Any:
-        if impl == FLOOR:
-            return rpc.rpc_sync(OWNER, interfaces.create_scripted, (nn.Linear, args))
-        return build(impl, nn.Linear, args, True)
-
     start = time.perf_counter()
-    first = scriptable()
+    first = _scriptable(impl)
     values["scriptable_first"] = (time.perf_counter() - start) * 1e3
     if impl != FLOOR:
-        # The first RemoteModule of an interface with no build-time stubs: rendered in memory.
         start = time.perf_counter()
-        build(impl, nn.Linear, args, True, UngeneratedTinyInterface)
+        _scriptable(impl, UngeneratedTinyInterface)  # rendered in memory
         values["scriptable_first_no_codegen"] = (time.perf_counter() - start) * 1e3
-
-    def to_script() -> nn.Module:
-        # The floor of scripting a module at all: torch.jit.script of a plain nn.Linear here.
-        return nn.Linear(*args) if impl == FLOOR else made
-
-    made = first
+    module = _to_script(impl, first)
     start = time.perf_counter()
-    torch.jit.script(to_script())
+    torch.jit.script(module)
     values["script_first"] = (time.perf_counter() - start) * 1e3
-    warm: list[float] = []
-    again: list[float] = []
-    keep = [first]
-    for _ in range(sizes.warm_constructions):
-        start = time.perf_counter()
-        made = scriptable()
-        warm.append(time.perf_counter() - start)
-        keep.append(made)
-        module = to_script()
-        start = time.perf_counter()
-        torch.jit.script(module)
-        again.append(time.perf_counter() - start)
-    values["scriptable_warm"] = statistics.median(warm) * 1e3
-    values["script_again"] = statistics.median(again) * 1e3
-
-    def nonscriptable() -> Any:
-        if impl == FLOOR:
-            rref = rpc.remote(OWNER, nn.Linear, args)
-        else:
-            rref = build(impl, nn.Linear, args, False).module_rref
-        rref._get_future().wait()  # the owner has created it
-        return rref
-
-    nonscriptable()  # its first one in this process is not what this row measures
-    plain: list[float] = []
-    for _ in range(max(sizes.warm_constructions, 2)):
-        start = time.perf_counter()
-        keep.append(nonscriptable())
-        plain.append(time.perf_counter() - start)
-    values["nonscriptable"] = statistics.median(plain) * 1e3
-    del keep
     return values
+
+
+def measure_construction_warm(sizes: Sizes, repeats: int) -> Results:
+    """Constructions and scripting once every implementation is warm, in one pair, one at a
+    time in rotating order (A B C, B C A, ...); per repeat the median of
+    ``sizes.warm_constructions`` of each."""
+    impls = [OURS, UPSTREAM, FLOOR]
+    keep: list[Any] = []  # nothing is freed while measuring: no deletions in flight
+    for impl in impls:  # first constructions and the first scripting are not measured here
+        made = _scriptable(impl)
+        torch.jit.script(_to_script(impl, made))
+        keep += [made, _nonscriptable(impl)]
+    rows = ("scriptable_warm", "script_again", "nonscriptable")
+    results: Results = {row: {impl: [] for impl in impls} for row in rows}
+    for _ in range(repeats):
+        samples: dict[str, dict[str, list[float]]] = {
+            row: {impl: [] for impl in impls} for row in rows
+        }
+        for index in range(sizes.warm_constructions):
+            for impl in rotated(impls, index):
+                start = time.perf_counter()
+                made = _scriptable(impl)
+                samples["scriptable_warm"][impl].append(time.perf_counter() - start)
+                module = _to_script(impl, made)
+                start = time.perf_counter()
+                torch.jit.script(module)
+                samples["script_again"][impl].append(time.perf_counter() - start)
+                start = time.perf_counter()
+                rref = _nonscriptable(impl)
+                samples["nonscriptable"][impl].append(time.perf_counter() - start)
+                keep += [made, rref]
+        for row in rows:
+            for impl in impls:
+                results[row][impl].append(statistics.median(samples[row][impl]) * 1e3)
+    return results
 
 
 def measure_memcpy(sizes: Sizes, repeats: int) -> Results:
@@ -334,6 +360,7 @@ def measure_memcpy(sizes: Sizes, repeats: int) -> Results:
 PAIR_FIGURES: dict[str, Callable[[Sizes, int], Results]] = {
     "tiny_call": measure_tiny_call,
     "large_tensors": measure_large_tensors,
+    "construction_warm": measure_construction_warm,
     "jit_loop": measure_jit_loop,
     "type_check": measure_type_check,
     "memcpy": measure_memcpy,

@@ -58,7 +58,7 @@ SIZES: dict[str, Sizes] = {
         min_time_s=0.0, min_iters=8, max_iters=32, warm_constructions=1, loop_n=8, blocks=1
     ),
     "full": Sizes(
-        min_time_s=0.2, min_iters=16, max_iters=200_000, warm_constructions=24, loop_n=64, blocks=4
+        min_time_s=0.2, min_iters=16, max_iters=200_000, warm_constructions=48, loop_n=64, blocks=8
     ),
 }
 DEFAULT_REPEATS = {"smoke": 2, "full": 7}
@@ -146,19 +146,26 @@ FIGURES: tuple[Figure, ...] = (
                 "(rendered in memory)",
             ),
             Row(
-                "scriptable_warm",
-                "ms",
-                _CALLS,
-                FLOOR,
-                description="later constructions in the same processes",
-            ),
-            Row(
                 "script_first",
                 "ms",
                 _CALLS,
                 UPSTREAM,
                 description="torch.jit.script(rm), first in the process; "
                 "floor: torch.jit.script(nn.Linear)",
+            ),
+        ),
+        "constructor time on the caller; a new process pair per repeat and implementation",
+    ),
+    Figure(
+        "construction_warm",
+        "pair",
+        (
+            Row(
+                "scriptable_warm",
+                "ms",
+                _CALLS,
+                FLOOR,
+                description="later constructions in the same processes",
             ),
             Row(
                 "script_again",
@@ -176,7 +183,8 @@ FIGURES: tuple[Figure, ...] = (
                 description="constructor + owner confirms creation; floor: rpc.remote(nn.Linear)",
             ),
         ),
-        "constructor time on the caller; a new process pair per repeat and implementation",
+        "constructor and torch.jit.script time on the caller once warm; implementations "
+        "one at a time in rotating order, in one pair",
     ),
     Figure(
         "jit_loop",

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import io
 import itertools
 import numbers
 import time
 import types
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeVar
 
 import torch
 import torch.distributed.rpc as rpc
@@ -69,9 +70,14 @@ def parse_remote_device(remote_device: str) -> RemoteDevice:
         >>> parse_remote_device("rank:1/cpu")
         RemoteDevice(on=1, device=device(type='cpu'))
     """
-    error = ValueError(_PARSE_ERROR.format(remote_device))
     if not isinstance(remote_device, str):
-        raise error
+        raise ValueError(_PARSE_ERROR.format(remote_device))
+    return _parse_remote_device(remote_device)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_remote_device(remote_device: str) -> RemoteDevice:
+    error = ValueError(_PARSE_ERROR.format(remote_device))
     fields = remote_device.split("/")
     if len(fields) == 2:
         owner, device = fields
@@ -111,7 +117,16 @@ class RemoteModule(nn.Module):
         torch.Size([2, 4])
     """
 
-    # No class-level attribute annotations: TorchScript would read them as attribute types.
+    # No class-level attribute annotations at run time: TorchScript would read them as
+    # attribute types. Type checkers see these.
+    if TYPE_CHECKING:
+        on: str | int
+        device: str
+        is_device_map_set: bool
+        is_scriptable: bool
+        generated_methods: list[Callable[..., Any]]
+        module_rref: Any  # rpc.RRef[nn.Module]
+        timeout: float
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -177,9 +192,9 @@ class RemoteModule(nn.Module):
             )
             self._install(registry.ensure_module(module_name, interface_cls, move_tensors))
             with _failures_named(creating, repr(self.on)):
-                self.module_rref = wait_returning_rrefs(future, self.timeout, started)
+                self.__dict__["module_rref"] = wait_returning_rrefs(future, self.timeout, started)
         if isinstance(module_cls, type):
-            self._remote_type_name = module_cls.__qualname__
+            self.__dict__["_remote_type_name"] = module_cls.__qualname__
 
     @staticmethod
     def init_from_module_rref(
@@ -318,12 +333,15 @@ class RemoteModule(nn.Module):
         if not rpc._is_current_rpc_agent_set():
             raise AssertionError("RemoteModule only works in RPC.")
         parsed = parse_remote_device(remote_device)
-        self.on = parsed.on
-        self.device = str(parsed.device)
         agent = rpc._get_current_rpc_agent()
-        self.is_device_map_set = bool(agent._get_device_map(_worker_info(agent, self.on)))
-        self.is_scriptable = interface_cls is not None
-        self.timeout = _check_timeout(timeout)
+        # Plain values: straight into __dict__, past nn.Module.__setattr__'s type checks.
+        self.__dict__.update(
+            on=parsed.on,
+            device=str(parsed.device),
+            is_device_map_set=bool(agent._get_device_map(_worker_info(agent, parsed.on))),
+            is_scriptable=interface_cls is not None,
+            timeout=_check_timeout(timeout),
+        )
         return parsed.device.type != "cpu"
 
     def _generated_module_name(self, interface_cls: Any, move_tensors: bool) -> str:
@@ -332,9 +350,10 @@ class RemoteModule(nn.Module):
         return registry.scriptable_module_name(interface_cls, move_tensors)
 
     def _install(self, generated: types.ModuleType) -> None:
-        self.generated_methods = list(generated._generated_methods)
-        for method in self.generated_methods:
-            setattr(self, method.__name__, types.MethodType(torch.jit.export(method), self))
+        methods = list(generated._generated_methods)
+        self.__dict__["generated_methods"] = methods
+        for method in methods:
+            self.__dict__[method.__name__] = types.MethodType(torch.jit.export(method), self)
         _check_attributes(self)
 
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -468,7 +487,7 @@ def _check_arguments(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str,
         raise TypeError(f"RemoteModule args must be a tuple or list, got {type(args).__name__}")
     if kwargs is None:
         kwargs = {}
-    if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
+    if not isinstance(kwargs, (dict, Mapping)) or not all(isinstance(key, str) for key in kwargs):
         raise TypeError(f"RemoteModule kwargs must be a mapping with str keys, got {kwargs!r:.100}")
     return tuple(args), dict(kwargs)
 

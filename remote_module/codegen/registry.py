@@ -54,6 +54,10 @@ _registered: dict[tuple[str, bool], types.ModuleType] = {}
 _stale: dict[tuple[str, bool], str] = {}
 _registered_non_scriptable: list[types.ModuleType] = []
 _models: weakref.WeakKeyDictionary[type, Interface] = weakref.WeakKeyDictionary()
+# (interface class, moves tensors) -> (generation, module name): what scriptable_module_name
+# answered, valid while no module registered or was found stale since (the generation).
+_names: dict[tuple[type, bool], tuple[int, str]] = {}
+_generation = [0]
 
 
 def interface_model(interface_cls: type) -> Interface:
@@ -78,6 +82,7 @@ def check_fresh(
     key = (_qualified_name(interface_cls), sys.modules[module_name].MOVES_CPU_TENSORS_TO_DEVICE)
     with _lock:
         _stale[key] = f"{module_name} is stale ({reason})"
+        _generation[0] += 1
     _warn_stale(_stale[key])
     return _not_compiled
 
@@ -104,6 +109,7 @@ def register(module_name: str) -> None:
         key = (_qualified_name(interface_cls), module.MOVES_CPU_TENSORS_TO_DEVICE)
         _registered[key] = module
         _stale.pop(key, None)
+        _generation[0] += 1
 
 
 def scriptable_module(interface_cls: type, move_tensors: bool) -> types.ModuleType:
@@ -114,18 +120,27 @@ def scriptable_module(interface_cls: type, move_tensors: bool) -> types.ModuleTy
 
 def scriptable_module_name(interface_cls: type, move_tensors: bool) -> str:
     """The name of the module :func:`scriptable_module` returns, without loading it."""
+    cached = _names.get((interface_cls, bool(move_tensors)))
+    if cached is not None and cached[0] == _generation[0]:
+        return cached[1]
     interface = interface_model(interface_cls)
     key = (interface.qualified_name, bool(move_tensors))
     # A module that moves tensors checks the device at run time, so it serves CPU modules too.
     keys = [key] if move_tensors else [key, (interface.qualified_name, True)]
     with _lock:
+        generation = _generation[0]
         for candidate in keys:
             module = _registered.get(candidate)
             if module is not None and module._rm_module_interface_cls is interface_cls:
-                return module.__name__
-        if key in _stale:
-            _warn_stale(_stale[key])
-    return in_memory_name(interface, bool(move_tensors))
+                name = module.__name__
+                break
+        else:
+            if key in _stale:  # said every time it would have been used: not cached
+                _warn_stale(_stale[key])
+                return in_memory_name(interface, bool(move_tensors))
+            name = in_memory_name(interface, bool(move_tensors))
+        _names[(interface_cls, bool(move_tensors))] = (generation, name)
+    return name
 
 
 def non_scriptable_module() -> types.ModuleType:
