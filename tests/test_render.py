@@ -584,6 +584,46 @@ def test_fresh_module_without_movers_serves_only_its_flag(pregenerated: Any) -> 
         )
 
 
+def test_the_chosen_name_follows_a_module_registered_later(pregenerated: Any) -> None:
+    # The runtime caches the name it chose; modules imported afterwards change it at once.
+    interface = parse_interface(StaleProbeInterface)
+    in_memory = registry.in_memory_name(interface, True)
+    assert registry.scriptable_module_name(StaleProbeInterface, True) == in_memory
+    assert registry.scriptable_module_name(StaleProbeInterface, True) == in_memory  # cached
+    # A stale one warns every time it would have been used, and is not.
+    stale = pregenerated(
+        _edit(codegen.render_scriptable(StaleProbeInterface, True), "GENERATOR_VERSION", "0.0.0")
+    )
+    with pytest.warns(StaleGeneratedModuleWarning):
+        importlib.import_module(stale)
+    for _ in range(2):
+        with pytest.warns(StaleGeneratedModuleWarning, match="0.0.0"):
+            assert registry.scriptable_module_name(StaleProbeInterface, True) == in_memory
+    # A fresh one wins.
+    name = pregenerated(codegen.render_scriptable(StaleProbeInterface, True))
+    importlib.import_module(name)
+    assert registry.scriptable_module_name(StaleProbeInterface, True) == name
+
+
+def test_templates_render_without_a_usable_bytecode_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    from remote_module.codegen import render
+
+    def unusable(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("no private temporary directory")
+
+    expected = codegen.render_scriptable(StaleProbeInterface)
+    monkeypatch.setattr(render.jinja2, "FileSystemBytecodeCache", unusable)
+    assert render._bytecode_cache() is None
+    render._environment.cache_clear()
+    try:
+        assert render._environment().bytecode_cache is None
+        assert codegen.render_scriptable(StaleProbeInterface) == expected
+    finally:
+        render._environment.cache_clear()
+    monkeypatch.undo()
+    assert render._environment().bytecode_cache is not None
+
+
 # ---------------------------------------------------------------------------------------------
 # Names from the interface must not break the generated module.
 

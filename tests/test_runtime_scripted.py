@@ -249,6 +249,20 @@ def test_scripting_again_reuses_parsed_methods(
     assert parsed == []
 
 
+def test_scripting_without_torchs_stub_internals(
+    monkeypatch: pytest.MonkeyPatch, x: Tensor
+) -> None:
+    # Where torch lacks ScriptMethodStub/make_stub, methods stay bound and torch parses them.
+    from remote_module import _scripting
+
+    monkeypatch.setattr(_scripting, "_SUPPORTED", False)
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+    scripted = torch.jit.script(rm)
+    torch.testing.assert_close(scripted(x), local_scaled(rm)(x))
+    assert not isinstance(vars(rm)["forward"], tuple)  # still the bound method
+    torch.testing.assert_close(rm(x), local_scaled(rm)(x))
+
+
 def test_scripted_is_not_sent_over_rpc(scripted: torch.jit.ScriptModule) -> None:
     for args in ((scripted,), ([scripted],)):
         with pytest.raises(RuntimeError) as raised:
