@@ -72,8 +72,8 @@ def call_async(
 
     With a RemoteModule ``timeout``, the future is chained so that its errors name the owner
     and the method (a timeout's own text names neither). Without one it is torch's future
-    itself, at the cost of a bare ``rpc_async``: errors raised on the owner name the owner
-    there, and the RPC default timeout applies.
+    itself, at the cost of a bare ``rpc_async``: its errors are torch's own, and the RPC
+    default timeout applies.
     """
     try:
         future = _send(remote_module, method, remote_fn, args, hints, kwargs)
