@@ -261,3 +261,10 @@ class AppliedFlag(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.full_like(x, float(self.applied))
+
+
+def imported(module_name: str) -> bool:
+    """On a worker: whether ``module_name`` has been imported there."""
+    import sys
+
+    return module_name in sys.modules

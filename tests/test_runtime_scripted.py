@@ -263,6 +263,24 @@ def test_scripting_without_torchs_stub_internals(
     torch.testing.assert_close(rm(x), local_scaled(rm)(x))
 
 
+def test_build_time_stubs_the_owner_never_imported_work_on_the_first_call() -> None:
+    # Upstream's race: a RemoteModule on an owner that has not imported the generated code
+    # fails its first call. Here the owner imports it while creating the module.
+    import remote_module.examples.generated as generated
+    from remote_module.examples.embedding import EmbeddingBagInterface, RemoteEmbeddingBag
+
+    stubs = generated.embedding_bag_interface.__name__
+    assert not rpc.rpc_sync("worker2", helpers.imported, (stubs,))
+    rm = RemoteModule(
+        "worker2/cpu", RemoteEmbeddingBag, args=(10, 3), module_interface_cls=EmbeddingBagInterface
+    )
+    assert rm.generated_methods[0].__module__ == stubs
+    indices, offsets = torch.tensor([1, 2, 3, 4]), torch.tensor([0, 2])
+    assert rm(indices, offsets).shape == (2, 3)
+    assert rpc.rpc_sync("worker2", helpers.imported, (stubs,))
+    assert torch.jit.script(rm).weight_norm() == pytest.approx(rm.weight_norm())
+
+
 def test_scripted_is_not_sent_over_rpc(scripted: torch.jit.ScriptModule) -> None:
     for args in ((scripted,), ([scripted],)):
         with pytest.raises(RuntimeError) as raised:
