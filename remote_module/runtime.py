@@ -11,11 +11,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import inspect
 import io
 import itertools
 import numbers
 import time
 import types
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeVar
 
@@ -50,7 +52,8 @@ _PICKLED_ATTRIBUTES = (
     "module_rref",
 )
 # Local state that stays behind: nn.Module's own bookkeeping, the call timeout, a cached name.
-_LOCAL_ATTRIBUTES = frozenset(nn.Module().__dict__) | {"timeout", "_remote_type_name"}
+_MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
+_LOCAL_ATTRIBUTES = _MODULE_BOOKKEEPING | {"training", "timeout", "_remote_type_name"}
 
 T = TypeVar("T", bound="RemoteModule")
 
@@ -96,7 +99,45 @@ def _parse_remote_device(remote_device: str) -> RemoteDevice:
     raise error
 
 
-class RemoteModule(nn.Module):
+class _RemoteModuleType(type):
+    """The metaclass of :class:`RemoteModule`: ``dir()`` of a RemoteModule class, and of an
+    instance through ``RemoteModule.__dir__``, lists what a RemoteModule has: what its classes
+    define (subclasses and mixins included, RemoteModule's private helpers not) and
+    ``__call__``; not nn.Module's methods, which raise on a RemoteModule or need local state.
+    ``torch.jit.script`` walks this list several times on every call."""
+
+    def __dir__(cls) -> list[str]:
+        classes = [klass for klass in cls.__mro__ if klass not in (nn.Module, object)]
+        # Cached per class, recomputed when a class in between gains or loses an attribute.
+        version = tuple(len(vars(klass)) for klass in classes)
+        cached = _class_dirs.get(cls)
+        if cached is None or cached[0] != version:
+            names = {"__call__"}
+            for klass in classes:
+                names.update(
+                    name
+                    for name, value in vars(klass).items()
+                    if not (klass is RemoteModule and _hidden(name))
+                    and not getattr(value, "_rm_unsupported", False)
+                )
+            cached = _class_dirs[cls] = (version, sorted(names))
+        return list(cached[1])
+
+
+def _hidden(name: str) -> bool:
+    """RemoteModule's private helpers, and the property torch reads (listed, torch would try
+    to compile it)."""
+    return name == "__jit_ignored_attributes__" or (
+        name.startswith("_") and not name.startswith("__")
+    )
+
+
+_class_dirs: weakref.WeakKeyDictionary[type, tuple[tuple[int, ...], list[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     """A module created on a remote worker whose methods run there.
 
     Args:
@@ -132,7 +173,28 @@ class RemoteModule(nn.Module):
         super().__init_subclass__(**kwargs)
         _internal_rpc_pickler._register_reducer(cls, _reduce_remote_module)
 
-    def __init__(
+    if TYPE_CHECKING:  # the constructor's signature, as _construct takes it
+
+        def __init__(
+            self,
+            remote_device: str,
+            module_cls: Callable[..., nn.Module],
+            args: tuple[Any, ...] | None = None,
+            kwargs: dict[str, Any] | None = None,
+            module_interface_cls: Any = None,
+            *,
+            _module_interface_cls: Any = None,
+            timeout: float | None = None,
+        ) -> None: ...
+
+    else:
+        # Short on purpose: torch.jit.script reads and parses __init__'s source on every call.
+        # inspect.signature(RemoteModule) shows _construct's signature (set below the class).
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__()
+            self._construct(*args, **kwargs)
+
+    def _construct(
         self,
         remote_device: str,
         module_cls: Callable[..., nn.Module],
@@ -143,30 +205,8 @@ class RemoteModule(nn.Module):
         _module_interface_cls: Any = None,
         timeout: float | None = None,
     ) -> None:
-        super().__init__()
-        # The body lives in _construct: torch.jit.script re-reads __init__'s source on every call.
-        self._construct(
-            remote_device,
-            module_cls,
-            args,
-            kwargs,
-            module_interface_cls,
-            _module_interface_cls,
-            timeout,
-        )
-
-    def _construct(
-        self,
-        remote_device: str,
-        module_cls: Callable[..., nn.Module],
-        args: tuple[Any, ...] | None,
-        kwargs: dict[str, Any] | None,
-        module_interface_cls: Any,
-        legacy_interface_cls: Any,
-        timeout: float | None,
-    ) -> None:
         args, kwargs = _check_arguments(args, kwargs)
-        interface_cls = _pick_interface(module_interface_cls, legacy_interface_cls)
+        interface_cls = _pick_interface(module_interface_cls, _module_interface_cls)
         move_tensors = self._prepare(remote_device, interface_cls, timeout)
         module_name = self._generated_module_name(interface_cls, move_tensors)
         creating = f"RemoteModule: creating {_callable_name(module_cls)}"
@@ -297,6 +337,20 @@ class RemoteModule(nn.Module):
             )
         return self
 
+    @property
+    def __jit_ignored_attributes__(self) -> list[str]:
+        """Attributes ``torch.jit.script`` need not try (and fail) to type on every call: the
+        generated methods, which it compiles from their source anyway, and their list."""
+        methods = self.__dict__.get("generated_methods", ())
+        return ["generated_methods", *(method.__name__ for method in methods)]
+
+    def __dir__(self) -> list[str]:
+        # What the class lists, the RemoteModule's own attributes and its generated methods;
+        # not nn.Module's bookkeeping (hooks, empty parameter dicts), which torch.jit.script
+        # would walk on every call.
+        own = (name for name in self.__dict__ if name not in _MODULE_BOOKKEEPING)
+        return sorted({*dir(type(self)), *own})
+
     def __repr__(self) -> str:
         return (
             f"RemoteModule(on={self.on!r}, device={self.device!r}, "
@@ -389,8 +443,14 @@ def _unsupported(name: str) -> Callable[..., Any]:
 
     method.__name__ = method.__qualname__ = name
     method.__doc__ = "Not supported for RemoteModule: raises ``ValueError``."
+    method._rm_unsupported = True  # type: ignore[attr-defined]  # left out of dir()
     return method
 
+
+RemoteModule.parameters._rm_unsupported = True  # type: ignore[attr-defined]
+RemoteModule.__init__.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    RemoteModule._construct
+)
 
 # nn.Module methods that would need the module's local state.
 for _name in (

@@ -7,6 +7,7 @@ This process is ``worker0``; modules live on ``worker1`` and ``worker2``.
 
 from __future__ import annotations
 
+import inspect
 import os
 import pickle
 import subprocess
@@ -279,6 +280,58 @@ def test_build_time_stubs_the_owner_never_imported_work_on_the_first_call() -> N
     assert rm(indices, offsets).shape == (2, 3)
     assert rpc.rpc_sync("worker2", helpers.imported, (stubs,))
     assert torch.jit.script(rm).weight_norm() == pytest.approx(rm.weight_norm())
+
+
+class Doubling(RemoteModule):
+    """A subclass with a private exported method of its own."""
+
+    @torch.jit.export
+    def _twice(self, x: Tensor) -> Tensor:
+        return self.forward(x, 1.0) * 2
+
+
+def test_constructor_signature_and_argument_errors() -> None:
+    names = list(inspect.signature(RemoteModule).parameters)
+    assert names == [
+        "remote_device",
+        "module_cls",
+        "args",
+        "kwargs",
+        "module_interface_cls",
+        "_module_interface_cls",
+        "timeout",
+    ]
+    with pytest.raises(TypeError, match=r"remote_device.*module_cls"):
+        RemoteModule()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="bogus"):
+        RemoteModule("worker1/cpu", nn.Linear, bogus=1)  # type: ignore[call-arg]
+
+
+def test_dir_lists_what_a_remote_module_has(scaled_rm: RemoteModule, x: Tensor) -> None:
+    listed = dir(scaled_rm)
+    for name in (
+        "forward",
+        "forward_async",
+        "weight_sum",
+        "describe_async",
+        "remote_parameters",
+        "remote_state_dict",
+        "load_remote_state_dict",
+        "get_module_rref",
+        "train",
+        "eval",
+        "module_rref",
+        "on",
+        "device",
+        "__call__",
+    ):
+        assert name in listed, name
+    for name in ("cuda", "to", "parameters", "buffers", "_prepare", "_parameters"):
+        assert name not in listed, name
+    # A subclass's own methods, private ones too, are listed and found by torch.jit.script.
+    doubling = Doubling("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+    assert "_twice" in dir(doubling)
+    torch.testing.assert_close(torch.jit.script(doubling)._twice(x), 2 * doubling(x))
 
 
 def test_scripted_is_not_sent_over_rpc(scripted: torch.jit.ScriptModule) -> None:
