@@ -71,6 +71,8 @@ def _remote_forward(
     _rm_is_device_map_set: bool, x: Tensor, many: List[Tensor], table: Dict[str, Tensor], pair: Tuple[Tensor, int], maybe: Optional[Tensor], count: Optional[int],
 ) -> Stats:
     _rm_module = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.forward(x, many, table, pair, maybe, count)
     _rm_target = torch.device(_rm_device)
     if _rm_target.type == "cpu":
         return _rm_module.forward(x, many, table, pair, maybe, count)
@@ -148,6 +150,8 @@ def _remote_nested(
     _rm_is_device_map_set: bool, batches: List[Dict[str, Tensor]], keys: List[str],
 ) -> Tuple[List[Tensor], Stats]:
     _rm_module = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.nested(batches, keys)
     _rm_target = torch.device(_rm_device)
     if _rm_target.type == "cpu":
         return _rm_module.nested(batches, keys)

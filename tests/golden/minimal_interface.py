@@ -39,6 +39,8 @@ def _remote_forward(
     _rm_is_device_map_set: bool, x: Tensor,
 ) -> Tensor:
     _rm_module = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.forward(x)
     _rm_target = torch.device(_rm_device)
     if _rm_target.type == "cpu":
         return _rm_module.forward(x)

@@ -19,6 +19,8 @@ def _remote_forward(
     module_rref: Any, device: str, is_device_map_set: bool, *args: Any, **kwargs: Any
 ) -> Any:
     module = module_rref.local_value()
+    if device == "cpu":  # the common case, without parsing a device on every call
+        return module.forward(*args, **kwargs)
     target = torch.device(device)
     if target.type == "cpu":
         return module.forward(*args, **kwargs)
