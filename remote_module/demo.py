@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -361,6 +362,9 @@ def _progress(config: DemoConfig, index: int) -> Any:
         return None
     from tqdm import tqdm
 
+    # One bar in one process: a thread lock, not tqdm's default multiprocessing one, whose
+    # semaphore a worker ending with os._exit leaves behind (a warning when the demo ends).
+    tqdm.set_lock(threading.RLock())
     return tqdm(total=config.steps, desc="trainer0", unit="step", file=sys.stderr)
 
 
