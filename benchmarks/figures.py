@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import torch
@@ -315,38 +316,53 @@ def measure_construction_warm(sizes: Sizes, repeats: int) -> Results:
     impls = [OURS, UPSTREAM, FLOOR]
     keep: list[Any] = []  # nothing is freed while measuring: no deletions in flight
     for impl in impls:  # first constructions and the first scripting are not measured here
-        made = _scriptable(impl)
-        torch.jit.script(_to_script(impl, made))
-        keep += [made, _nonscriptable(impl)]
+        first = _scriptable(impl)
+        torch.jit.script(_to_script(impl, first))
+        keep += [first, _nonscriptable(impl)]
     rows = ("scriptable_warm", "script_again", "nonscriptable")
     results: Results = {row: {impl: [] for impl in impls} for row in rows}
+    count = sizes.warm_constructions
     for _ in range(repeats):
-        samples: dict[str, dict[str, list[float]]] = {
-            row: {impl: [] for impl in impls} for row in rows
-        }
-        made: dict[str, list[Any]] = {impl: [] for impl in impls}
-        for index in range(sizes.warm_constructions):
-            for impl in rotated(impls, index):
-                start = time.perf_counter()
-                made[impl].append(_scriptable(impl))
-                samples["scriptable_warm"][impl].append(time.perf_counter() - start)
+        samples: Results = {row: {impl: [] for impl in impls} for row in rows}
+        built = _timed_pass(
+            impls, count, samples["scriptable_warm"], lambda impl, _: partial(_scriptable, impl)
+        )
         # Scripting in a pass of its own: not in the wake of a construction's last messages.
-        for index in range(sizes.warm_constructions):
-            for impl in rotated(impls, index):
-                module = _to_script(impl, made[impl][index])
-                start = time.perf_counter()
-                torch.jit.script(module)
-                samples["script_again"][impl].append(time.perf_counter() - start)
-        for index in range(sizes.warm_constructions):
-            for impl in rotated(impls, index):
-                start = time.perf_counter()
-                keep.append(_nonscriptable(impl))
-                samples["nonscriptable"][impl].append(time.perf_counter() - start)
-        keep += [module for modules in made.values() for module in modules]
+        _timed_pass(
+            impls,
+            count,
+            samples["script_again"],
+            lambda impl, index, built=built: partial(
+                torch.jit.script, _to_script(impl, built[impl][index])
+            ),
+        )
+        rrefs = _timed_pass(
+            impls, count, samples["nonscriptable"], lambda impl, _: partial(_nonscriptable, impl)
+        )
+        keep += [value for made in (built, rrefs) for values in made.values() for value in values]
         for row in rows:
             for impl in impls:
                 results[row][impl].append(statistics.median(samples[row][impl]) * 1e3)
     return results
+
+
+def _timed_pass(
+    impls: list[str],
+    count: int,
+    seconds: dict[str, list[float]],
+    prepare: Callable[[str, int], Callable[[], Any]],
+) -> dict[str, list[Any]]:
+    """For each of ``count`` indices and every implementation in rotating order, time the
+    call ``prepare(impl, index)`` returns (its set-up stays outside the timing) into
+    ``seconds[impl]``; returns what the calls returned."""
+    made: dict[str, list[Any]] = {impl: [] for impl in impls}
+    for index in range(count):
+        for impl in rotated(impls, index):
+            call = prepare(impl, index)
+            start = time.perf_counter()
+            made[impl].append(call())
+            seconds[impl].append(time.perf_counter() - start)
+    return made
 
 
 def measure_memcpy(sizes: Sizes, repeats: int) -> Results:
