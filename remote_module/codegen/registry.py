@@ -135,10 +135,10 @@ def scriptable_module_name(interface_cls: type, move_tensors: bool) -> str:
                 name = module.__name__
                 break
         else:
+            name = in_memory_name(interface, bool(move_tensors))
             if key in _stale:  # said every time it would have been used: not cached
                 _warn_stale(_stale[key])
-                return in_memory_name(interface, bool(move_tensors))
-            name = in_memory_name(interface, bool(move_tensors))
+                return name
         _names[(interface_cls, bool(move_tensors))] = (generation, name)
     return name
 
