@@ -6,9 +6,14 @@ Example::
     >>> rm = RemoteModule("worker1/cpu", torch.nn.Linear, args=(16, 4))
 """
 
-from remote_module._calls import set_type_checking, type_checking
 from remote_module._version import __version__
-from remote_module.runtime import RemoteDevice, RemoteModule, parse_remote_device
+from remote_module.runtime import (
+    RemoteDevice,
+    RemoteModule,
+    parse_remote_device,
+    set_type_checking,
+    type_checking,
+)
 
 __all__ = [
     "RemoteDevice",

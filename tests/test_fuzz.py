@@ -25,7 +25,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Protocol
 from unittest import mock
 
 import pytest
@@ -36,8 +36,9 @@ from hypothesis import strategies as st
 from torch import Tensor, nn
 from torch.futures import Future
 
-from remote_module import RemoteDevice, RemoteModule, _calls, codegen, parse_remote_device
+from remote_module import RemoteDevice, RemoteModule, codegen, parse_remote_device
 from remote_module.codegen import parse_interface
+from remote_module.runtime import calls as _calls
 from tests import runtime_helpers as helpers
 from tests.rpc_group import rpc_group
 
@@ -146,7 +147,7 @@ def check_parse(text: str) -> RemoteDevice | None:
         assert text in str(error) and FORMAT_HINT in str(error), str(error)
         return None
     except RuntimeError as error:
-        # torch's own error for a bad device string: the same text torch.device gives.
+        # torch's own error for a bad (non-empty) device string: the text torch.device gives.
         with pytest.raises(RuntimeError) as from_torch:
             torch.device(_device_part(text))
         assert str(error) == str(from_torch.value)
@@ -526,16 +527,13 @@ REMOTE_MODULE_ATTRIBUTES = {
 } | ({name for name in dir(nn.Module) if not name.startswith("_")} - {"forward"})
 GENERATED_GLOBALS = {
     "torch",
-    "rpc",
     "Tensor",
     "RRef",
     "Future",
+    "Module",
+    "Callable",
     "Any",
-    "Dict",
-    "List",
-    "Optional",
-    "Tuple",
-    "Union",
+    "TYPE_CHECKING",
     "GENERATOR_VERSION",
     "INTERFACE",
     "INTERFACE_FINGERPRINT",
@@ -869,28 +867,33 @@ def _same_default(left: Any, right: Any) -> bool:
 
 # Every call the generated module may make, as a dotted name; anything else came from input.
 ALLOWED_CALLS = {
-    "_rm_check_fresh",
+    "_rm.check_fresh",
     "_rm_module_rref.local_value",
     "torch.device",
-    "torch.jit.is_scripting",
-    "rpc.rpc_async",
-    "<call>.wait",
+    "_rm.is_scripting",
+    "_rm.rpc_async",
+    "_rm.fork",
+    "_rm_future.wait",
+    "_rm_future.then",
+    "future.wait",
     "self.module_rref.owner",
-    "_rm_call",
-    "_rm_call_async",
-    "_rm_register",
+    "_rm.call",
+    "_rm.call_async",
+    "_rm.register",
+    "_rm.move_to_device",
     "isinstance",
     "value.to",
     "value.items",
     "float",
 }
 ALLOWED_IMPORTS = {
+    "collections.abc",
     "typing",
     "torch",
     "torch.distributed.rpc",
     "torch.futures",
-    "remote_module._calls",
-    "remote_module.codegen.registry",
+    "torch.nn",
+    "remote_module.runtime",
 }
 
 
@@ -912,7 +915,7 @@ def check_generated_source_is_safe(source: str, interface_module: str, spec: lis
     method_calls = {f"_rm_module.{_normalized(method.name)}" for method in spec}
     for node in tree.body:
         assert isinstance(
-            node, (ast.Expr, ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef)
+            node, (ast.Expr, ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef, ast.ClassDef)
         ), ast.dump(node)
         if isinstance(node, ast.Expr):
             assert isinstance(node.value, ast.Constant) or _dotted(node.value) == "<call>"
@@ -926,7 +929,7 @@ def check_generated_source_is_safe(source: str, interface_module: str, spec: lis
             assert (
                 name in ALLOWED_CALLS
                 or name in method_calls
-                or re.fullmatch(r"_rm_move_[0-9a-f]{10}", name)
+                or re.fullmatch(r"_rm_(move|decode)_[0-9a-f]{10}(_waited)?", name)
             ), f"unexpected call {name}: {ast.unparse(node)}"
             if name == "float":
                 assert [ast.literal_eval(arg) for arg in node.args] in (
@@ -1240,10 +1243,11 @@ def test_method_names_that_are_not_identifiers_are_refused(name: str) -> None:
     """Names a ``class`` statement cannot write still reach the model through a class built
     with ``type()``: they are refused, named in the message."""
     assume(not name.startswith("__") and name != "forward")
-    cls = type("PlainInterface", (), {"__module__": __name__, "forward": _forward, name: _other})
+    namespace = {"__module__": __name__, "forward": _forward, name: _other}
+    cls = type("PlainInterface", (Protocol,), namespace)
     qualified = f"{__name__}.PlainInterface"
     try:
-        interface = parse_interface(cls, require_script_interface=False)
+        interface = parse_interface(cls)
     except ValueError as error:
         assert qualified in str(error) and repr(name) in str(error), str(error)
         return

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from remote_module.codegen import StaleGeneratedModuleWarning, parse_interface, registry
+from remote_module.codegen import StaleGeneratedModuleWarning, api, parse_interface
 from remote_module.codegen.cli import plan
-from remote_module.codegen.model import Method
+from remote_module.codegen.model import Kind, Method
+from remote_module.runtime import registry
 from tests import golden_interfaces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +52,9 @@ def test_regen_script_renders_these_interfaces() -> None:
 
 def test_golden_directory_holds_exactly_the_rendered_files(rendered: dict[str, str]) -> None:
     assert sorted(rendered) == FILES
-    present = sorted(path.name for path in GOLDEN.iterdir() if path.is_file())
+    present = sorted(
+        path.name for path in GOLDEN.iterdir() if path.is_file() and path.suffix == ".py"
+    )
     assert present == FILES, f"tests/golden/ does not hold the rendered files; {HOW_TO_FIX}"
 
 
@@ -104,7 +107,7 @@ def golden_modules() -> Iterator[dict[str, object]]:
 
 
 def _holds_tensors(method: Method) -> bool:
-    return bool(method.moved_arguments) or method.returns.contains_tensor
+    return any(type_.contains_tensor for type_ in method.types)
 
 
 @pytest.mark.parametrize("interface", list(INTERFACES))
@@ -114,7 +117,7 @@ def test_golden_module_is_the_one_used(interface: str, golden_modules: dict[str,
     assert registry.scriptable_module_name(cls, True) == f"tests.golden.{INTERFACES[interface]}"
     names = [fn.__name__ for fn in module._generated_methods]  # type: ignore[attr-defined]
     methods = parse_interface(cls).methods
-    assert names == [name for m in methods for name in (m.async_name, m.name)]
+    assert names == [name for m in methods for name in (api.async_name(m), m.name)]
 
 
 @pytest.mark.parametrize("interface", list(INTERFACES))
@@ -126,22 +129,22 @@ def test_golden_remote_functions_are_scripted(
     model = parse_interface(cls)
     assert any(_holds_tensors(method) for method in model.methods)
     for method in model.methods:
-        fn = getattr(module, method.remote_name)
-        assert isinstance(fn, torch.jit.ScriptFunction), method.remote_name
+        fn = getattr(module, api.remote_name(method))
+        assert isinstance(fn, torch.jit.ScriptFunction), api.remote_name(method)
         assert torch.jit.script(fn) is fn
         # Tensors move through the generated movers; ``.code`` calls exactly the movers this
         # method's types need, and the inlined graph holds the ``aten::to`` they do.
         called = set(re.findall(r"\b_rm_move_[0-9a-f]{10}\b", fn.code))
-        needed = {arg.type.mover_name for arg in method.moved_arguments}
+        needed = {api.mover_name(arg.type) for arg in method.arguments if arg.type.contains_tensor}
         if method.returns.contains_tensor:
-            needed.add(method.returns.mover_name)
+            needed.add(api.mover_name(method.returns))
         assert called == needed, method.name
         moves = str(fn.inlined_graph).count("aten::to(")
         assert (moves > 0) is _holds_tensors(method), method.name
-    for type_ in model.movable_types:
-        mover = torch.jit.script(getattr(module, type_.mover_name))
+    for type_ in api.movable_types(model):
+        mover = torch.jit.script(getattr(module, api.mover_name(type_)))
         assert isinstance(mover, torch.jit.ScriptFunction)
-        assert ("torch.to(" in mover.code) is (type_.kind == "tensor"), type_.text
+        assert ("torch.to(" in mover.code) is (type_.kind is Kind.TENSOR), str(type_)
 
 
 def test_minimal_forward_moves_argument_in_and_result_out(

@@ -7,7 +7,7 @@ import math
 import re
 import textwrap
 import typing
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Set, Tuple, Union
 
 import pytest
 import torch
@@ -15,8 +15,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from torch import Tensor
 
-from remote_module.codegen import Argument, Interface, Method, TypeRef, parse_interface
-from remote_module.codegen.model import RESERVED_METHOD_NAMES, parse_type, render_literal
+from remote_module.codegen import Argument, Interface, Method, TypeRef, api, parse_interface
+from remote_module.codegen.model import Kind, parse_type, render_literal
+from remote_module.runtime.module import reserved_names
 from tests.golden_interfaces import Box, ContainersInterface, Stats
 from tests.interfaces import Pair
 
@@ -29,8 +30,8 @@ NASTY = "'); import os; ('"
 @torch.jit.interface
 class CanonicalInterface:
     def forward(
-        self, x: Tensor, scale: float = 1.0, label: str = 'w', flags: Tuple[int, bool] = (1, True),
-        maybe: Optional[Tensor] = None, tiny: float = -2.5e-300, quote: str = '"\'\n',
+        self, x: Tensor, scale: float = 1.0, label: str = "w", flags: tuple[int, bool] = (1, True),
+        maybe: Tensor | None = None, tiny: float = -2.5e-300, quote: str = '"\'\n',
     ) -> Tensor:
         pass
 
@@ -38,13 +39,13 @@ class CanonicalInterface:
         pass
 
     def nested(
-        self, xs: List[Tensor], table: Dict[str, List[int]], either: Union[int, str] = -2,
-        big: float = float("inf"), small: float = float("-inf"), empty: Tuple[()] = (),
-        one: Tuple[int] = (1,), deep: Tuple[Tuple[str, bool], Optional[int]] = (('a', False), None),
-    ) -> Tuple[List[Tensor], Stats]:
+        self, xs: list[Tensor], table: dict[str, list[int]], either: int | str = -2,
+        big: float = float("inf"), small: float = float("-inf"), empty: tuple[()] = (),
+        one: tuple[int] = (1,), deep: tuple[tuple[str, bool], int | None] = (("a", False), None),
+    ) -> tuple[list[Tensor], Stats]:
         pass
 
-    def boxed(self, box: Box, device: torch.device, stats: Stats, anything: Any) -> Optional[Box]:
+    def boxed(self, box: Box, device: torch.device, stats: Stats, anything: Any) -> Box | None:
         pass
 # fmt: on
 
@@ -99,45 +100,59 @@ class ClashingInterface:
         pass
 
 
-# TorchScript refuses these at decoration time, so they are plain classes parsed with
-# ``require_script_interface=False`` (the typed non-scriptable path the model also serves).
-class VarArgsStub:
+# TorchScript refuses these at decoration time, so they are typing.Protocol interfaces (the
+# eager family the model also serves).
+class VarArgsStub(Protocol):
     def forward(self, x: Tensor, *rest: Tensor) -> Tensor: ...
 
 
-class VarKwargsStub:
+class VarKwargsStub(Protocol):
     def forward(self, x: Tensor, **options: Tensor) -> Tensor: ...
 
 
-class KeywordOnlyStub:
+class KeywordOnlyStub(Protocol):
     def forward(self, x: Tensor, *, scale: float = 1.0) -> Tensor: ...
 
 
-class BytesStub:
+class BytesStub(Protocol):
     def forward(self, x: Tensor, data: bytes) -> Tensor: ...
 
 
-class SetStub:
+class SetStub(Protocol):
     def forward(self, x: Tensor, ids: Set[int]) -> Tensor: ...
 
 
-class EllipsisTupleStub:
+class EllipsisTupleStub(Protocol):
     def forward(self, x: Tensor, sizes: Tuple[int, ...]) -> Tensor: ...
 
 
-class TupleKeyStub:
+class TupleKeyStub(Protocol):
     def forward(self, x: Tensor, table: Dict[Tuple[int, int], int]) -> Tensor: ...
 
 
-class BareListStub:
+class BareListStub(Protocol):
     def forward(self, x: Tensor, items: List) -> Tensor: ...
 
 
-class PlainClassStub:
-    def forward(self, x: Tensor, other: NotAnInterface) -> Tensor: ...
+class UnannotatedArgumentStub(Protocol):
+    def forward(self, x, scale: float = 1.0) -> Tensor: ...  # type: ignore[no-untyped-def]
 
 
-class BadReturnStub:
+class UnannotatedReturnStub(Protocol):
+    def forward(self, x: Tensor):  # type: ignore[no-untyped-def]
+        ...
+
+
+class Scored(NamedTuple):
+    score: Tensor
+    label: int
+
+
+class UnionWithNamedTupleStub(Protocol):
+    def forward(self, x: Tensor) -> Scored | Tensor: ...
+
+
+class BadReturnStub(Protocol):
     def forward(self, x: Tensor) -> bytes: ...
 
 
@@ -174,19 +189,19 @@ def test_every_method_round_trips_to_its_source_signature() -> None:
         assert _normalise(str(method)) == _normalise(source)
 
 
-def test_argument_decl_includes_defaults() -> None:
+def test_argument_prints_with_its_default() -> None:
     forward = parse_interface(CanonicalInterface).methods[0]
-    decls = [argument.decl for argument in forward.arguments]
+    decls = [str(argument) for argument in forward.arguments]
     assert decls == [
         "x: Tensor",
         "scale: float = 1.0",
-        "label: str = 'w'",
-        "flags: Tuple[int, bool] = (1, True)",
-        "maybe: Optional[Tensor] = None",
+        'label: str = "w"',
+        "flags: tuple[int, bool] = (1, True)",
+        "maybe: Tensor | None = None",
         "tiny: float = -2.5e-300",
         "quote: str = '\"\\'\\n'",
     ]
-    assert [str(argument) for argument in forward.arguments] == decls
+    assert [api.Binding(a.name, str(a.type), a.default).decl() for a in forward.arguments] == decls
     # The printed default evaluates to the value Python gave the signature.
     parameters = inspect.signature(CanonicalInterface.forward).parameters
     for argument in forward.arguments:
@@ -198,7 +213,6 @@ def test_zero_argument_method_prints_only_self() -> None:
     step_count = parse_interface(CanonicalInterface).methods[1]
     assert step_count.arguments == ()
     assert str(step_count) == "def step_count(self) -> int"
-    assert step_count.params_decl == "self"
 
 
 def test_interface_prints_as_a_class_of_signatures() -> None:
@@ -216,7 +230,7 @@ def test_model_is_frozen_with_tuple_fields() -> None:
         (interface, "methods"),
         (method, "arguments"),
         (method.arguments[0], "name"),
-        (method.returns, "text"),
+        (method.returns, "name"),
     ]:
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(obj, field, None)
@@ -242,47 +256,47 @@ def test_parsing_is_deterministic() -> None:
 @pytest.mark.parametrize(
     ("annotation", "kind", "text"),
     [
-        (Tensor, "tensor", "Tensor"),
-        (int, "scalar", "int"),
-        (float, "scalar", "float"),
-        (bool, "scalar", "bool"),
-        (str, "scalar", "str"),
-        (complex, "scalar", "complex"),
-        (torch.device, "scalar", "torch.device"),
-        (torch.dtype, "scalar", "torch.dtype"),
-        (Any, "scalar", "Any"),
-        (None, "none", "None"),
-        (type(None), "none", "None"),
-        (List[int], "list", "List[int]"),
-        (list[int], "list", "List[int]"),
-        (List[Tensor], "list", "List[Tensor]"),
-        (Tuple[int, str], "tuple", "Tuple[int, str]"),
-        (tuple[int, str], "tuple", "Tuple[int, str]"),
-        (Tuple[()], "tuple", "Tuple[()]"),
-        (Dict[str, Tensor], "dict", "Dict[str, Tensor]"),
-        (dict[int, list[float]], "dict", "Dict[int, List[float]]"),
-        (Optional[Tensor], "optional", "Optional[Tensor]"),
-        (Tensor | None, "optional", "Optional[Tensor]"),
-        (int | None, "optional", "Optional[int]"),
-        (None | int, "optional", "Optional[int]"),
-        (Union[int, None], "optional", "Optional[int]"),
-        (Union[int, str], "union", "Union[int, str]"),
-        (int | str, "union", "Union[int, str]"),
-        (Union[int, str, None], "union", "Union[int, str, None]"),
+        (Tensor, Kind.TENSOR, "Tensor"),
+        (int, Kind.SCALAR, "int"),
+        (float, Kind.SCALAR, "float"),
+        (bool, Kind.SCALAR, "bool"),
+        (str, Kind.SCALAR, "str"),
+        (complex, Kind.SCALAR, "complex"),
+        (torch.device, Kind.SCALAR, "torch.device"),
+        (torch.dtype, Kind.SCALAR, "torch.dtype"),
+        (Any, Kind.SCALAR, "Any"),
+        (None, Kind.NONE, "None"),
+        (type(None), Kind.NONE, "None"),
+        (List[int], Kind.LIST, "list[int]"),
+        (list[int], Kind.LIST, "list[int]"),
+        (List[Tensor], Kind.LIST, "list[Tensor]"),
+        (Tuple[int, str], Kind.TUPLE, "tuple[int, str]"),
+        (tuple[int, str], Kind.TUPLE, "tuple[int, str]"),
+        (Tuple[()], Kind.TUPLE, "tuple[()]"),
+        (Dict[str, Tensor], Kind.DICT, "dict[str, Tensor]"),
+        (dict[int, list[float]], Kind.DICT, "dict[int, list[float]]"),
+        (Optional[Tensor], Kind.OPTIONAL, "Tensor | None"),
+        (Tensor | None, Kind.OPTIONAL, "Tensor | None"),
+        (int | None, Kind.OPTIONAL, "int | None"),
+        (None | int, Kind.OPTIONAL, "int | None"),
+        (Union[int, None], Kind.OPTIONAL, "int | None"),
+        (Union[int, str], Kind.UNION, "int | str"),
+        (int | str, Kind.UNION, "int | str"),
+        (Union[int, str, None], Kind.UNION, "int | str | None"),
         (
             dict[str, list[Optional[tuple[Tensor, int]]]],
-            "dict",
-            "Dict[str, List[Optional[Tuple[Tensor, int]]]]",
+            Kind.DICT,
+            "dict[str, list[tuple[Tensor, int] | None]]",
         ),
-        (Pair, "named_tuple", "Pair"),
-        (Stats, "named_tuple", "Stats"),
-        (Box, "class", "Box"),
+        (Pair, Kind.NAMED_TUPLE, "Pair"),
+        (Stats, Kind.NAMED_TUPLE, "Stats"),
+        (Box, Kind.CLASS, "Box"),
     ],
     ids=str,
 )
-def test_annotation_maps_to_typeref(annotation: Any, kind: str, text: str) -> None:
+def test_annotation_maps_to_typeref(annotation: Any, kind: Kind, text: str) -> None:
     type_ = parse_type(annotation, "where")
-    assert (type_.kind, type_.text, str(type_)) == (kind, text, text)
+    assert (type_.kind, str(type_)) == (kind, text)
 
 
 def test_named_types_carry_their_import_location() -> None:
@@ -292,28 +306,27 @@ def test_named_types_carry_their_import_location() -> None:
         "Pair",
         ("first", "second"),
     )
-    assert [field.text for field in pair.args] == ["Tensor", "int"]
+    assert [str(field) for field in pair.args] == ["Tensor", "int"]
     box = parse_type(Box, "where")
     assert (box.module, box.qualname) == ("tests.golden_interfaces", "Box")
     interface = parse_interface(ContainersInterface)
-    assert [t.text for t in interface.named_types] == ["Box", "Stats"]
-    assert interface.imports[1:] == (
-        "from tests.golden_interfaces import Box",
-        "from tests.golden_interfaces import Stats",
+    assert [t.name for t in interface.named_types] == ["Box", "Stats"]
+    assert api.imports(interface) == (
+        api.ImportLine("tests.golden_interfaces", ("Box", "ContainersInterface", "Stats")),
     )
 
 
 def test_pep_585_and_604_spellings_parse_like_typing_ones() -> None:
     forward = parse_interface(ContainersInterface).methods[0]
-    assert [argument.decl for argument in forward.arguments] == [
+    assert [str(argument) for argument in forward.arguments] == [
         "x: Tensor",
-        "many: List[Tensor]",
-        "table: Dict[str, Tensor]",
-        "pair: Tuple[Tensor, int]",
-        "maybe: Optional[Tensor] = None",
-        "count: Optional[int] = None",
+        "many: list[Tensor]",
+        "table: dict[str, Tensor]",
+        "pair: tuple[Tensor, int]",
+        "maybe: Tensor | None = None",
+        "count: int | None = None",
     ]
-    assert forward.returns.text == "Stats"
+    assert str(forward.returns) == "Stats"
 
 
 @pytest.mark.parametrize(
@@ -343,9 +356,9 @@ def test_contains_tensor(annotation: Any, holds: bool) -> None:
 # Refusals: a ValueError that names the interface, the method and the argument.
 
 
-def _refusal(interface_cls: object, *, script: bool = True) -> str:
+def _refusal(interface_cls: object) -> str:
     with pytest.raises(ValueError) as raised:
-        parse_interface(interface_cls, require_script_interface=script)
+        parse_interface(interface_cls)
     return str(raised.value)
 
 
@@ -360,6 +373,7 @@ def test_refuses_class_without_jit_interface() -> None:
     message = _refusal(NotAnInterface)
     assert f"{QUALIFIED}NotAnInterface" in message
     assert "@torch.jit.interface" in message
+    assert "typing.Protocol" in message
 
 
 def test_refuses_interface_without_forward() -> None:
@@ -406,7 +420,7 @@ def test_refuses_non_literal_default(interface_cls: type, argument: str, shown: 
     ids=lambda value: getattr(value, "__name__", None),
 )
 def test_refuses_variadic_and_keyword_only_parameters(stub: type, argument: str, kind: str) -> None:
-    message = _refusal(stub, script=False)
+    message = _refusal(stub)
     assert f"{QUALIFIED}{stub.__name__}.forward" in message
     assert f"argument '{argument}'" in message
     assert kind in message
@@ -417,16 +431,18 @@ def test_refuses_variadic_and_keyword_only_parameters(stub: type, argument: str,
     [
         (BytesStub, "argument 'data'", "bytes"),
         (SetStub, "argument 'ids'", "Set[int]"),
-        (EllipsisTupleStub, "argument 'sizes'", "Tuple[T, ...]"),
-        (TupleKeyStub, "argument 'table'", "Dict keys of type Tuple[int, int]"),
-        (BareListStub, "argument 'items'", "List needs an element type"),
-        (PlainClassStub, "argument 'other'", f"{QUALIFIED}NotAnInterface"),
+        (EllipsisTupleStub, "argument 'sizes'", "tuple[T, ...]"),
+        (TupleKeyStub, "argument 'table'", "dict keys of type tuple[int, int]"),
+        (BareListStub, "argument 'items'", "list needs an element type"),
         (BadReturnStub, "return type", "bytes"),
+        (UnannotatedArgumentStub, "argument 'x'", "no type annotation"),
+        (UnannotatedReturnStub, "forward", "no return annotation"),
+        (UnionWithNamedTupleStub, "return type", "union holding a NamedTuple"),
     ],
     ids=lambda value: getattr(value, "__name__", None),
 )
 def test_refuses_unsupported_type(stub: type, argument: str, shown: str) -> None:
-    message = _refusal(stub, script=False)
+    message = _refusal(stub)
     assert f"{QUALIFIED}{stub.__name__}.forward" in message
     assert argument in message
     assert shown in message
@@ -443,21 +459,22 @@ def test_refuses_method_that_shadows_remote_module() -> None:
     ["train", "eval", "to", "cuda", "parameters", "state_dict", "remote_parameters", "module_rref"],
 )
 def test_reserved_method_names_are_refused(name: str) -> None:
-    assert name in RESERVED_METHOD_NAMES
+    assert name in reserved_names()
 
     def method(self: Any) -> int: ...
 
     def forward(self: Any, x: Tensor) -> Tensor: ...
 
-    stub = type(f"Reserved_{name}", (), {"forward": forward, name: method})
+    namespace = {"__module__": __name__, "forward": forward, name: method}
+    stub = type(f"Reserved_{name}", (Protocol,), namespace)
     stub.__qualname__ = stub.__name__
-    message = _refusal(stub, script=False)
+    message = _refusal(stub)
     assert f"{QUALIFIED}Reserved_{name}.{name}" in message
     assert repr(name) in message
 
 
 def test_forward_itself_is_not_reserved() -> None:
-    assert "forward" not in RESERVED_METHOD_NAMES
+    assert "forward" not in reserved_names()
 
 
 def test_refuses_method_clashing_with_a_generated_twin() -> None:

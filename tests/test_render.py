@@ -16,7 +16,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Protocol, Tuple
 
 import pytest
 import torch
@@ -26,8 +26,9 @@ from torch.futures import Future
 
 from remote_module import codegen
 from remote_module._version import __version__
-from remote_module.codegen import StaleGeneratedModuleWarning, parse_interface, registry
+from remote_module.codegen import StaleGeneratedModuleWarning, api, parse_interface
 from remote_module.codegen.render import render_interface
+from remote_module.runtime import registry
 from tests.golden_interfaces import ContainersInterface, MultiMethodInterface, Stats
 from tests.interfaces import LinearInterface, ShapesInterface
 
@@ -184,9 +185,9 @@ def test_header_names_template_interface_version_and_fingerprint() -> None:
     assert "tests.golden_interfaces.ContainersInterface" in header
     assert f"generator version: {__version__}" in header
     assert f"interface fingerprint: {interface.fingerprint}" in header
-    assert f"GENERATOR_VERSION = {__version__!r}" in lines
-    assert f"INTERFACE_FINGERPRINT = {interface.fingerprint!r}" in lines
-    assert "INTERFACE = 'tests.golden_interfaces.ContainersInterface'" in lines
+    assert f'GENERATOR_VERSION = "{__version__}"' in lines
+    assert f'INTERFACE_FINGERPRINT = "{interface.fingerprint}"' in lines
+    assert 'INTERFACE = "tests.golden_interfaces.ContainersInterface"' in lines
 
 
 def test_non_scriptable_header() -> None:
@@ -273,7 +274,7 @@ def test_generated_signatures_keep_names_types_and_defaults(cls: type) -> None:
         declared = getattr(cls, method.name)
         declared_signature = inspect.signature(declared)
         declared_hints = typing.get_type_hints(declared)
-        for stub_name, future in ((method.name, False), (method.async_name, True)):
+        for stub_name, future in ((method.name, False), (api.async_name(method), True)):
             stub = getattr(module, stub_name)
             signature = inspect.signature(stub)
             assert list(signature.parameters) == list(declared_signature.parameters)
@@ -310,7 +311,8 @@ def test_code_in_a_default_stays_data() -> None:
 # Type-directed movers.
 
 _MOVER = re.compile(
-    r"^def (_rm_move_[0-9a-f]{10})\(value: (.+), device: torch\.device\) -> (.+):$", re.MULTILINE
+    r"^def (_rm_move_[0-9a-f]{10})\(\s*value: (.+?),\s*device: torch\.device,?\s*\) -> (.+):$",
+    re.MULTILINE,
 )
 
 
@@ -333,10 +335,10 @@ def test_one_mover_per_tensor_holding_type() -> None:
     assert sorted(texts) == sorted(
         [
             "Tensor",
-            "Optional[Tensor]",
-            "List[Tensor]",
-            "Dict[str, Tensor]",
-            "Tuple[Tensor, int]",
+            "Tensor | None",
+            "list[Tensor]",
+            "dict[str, Tensor]",
+            "tuple[Tensor, int]",
             "Stats",
         ]
     )
@@ -351,13 +353,13 @@ def test_one_mover_per_tensor_holding_type() -> None:
 def _sample(text: str, tensor: Tensor) -> list[object]:
     samples: dict[str, list[object]] = {
         "Tensor": [tensor],
-        "Optional[Tensor]": [None, tensor],
-        "List[Tensor]": [[], [tensor, tensor * 2]],
-        "Dict[str, Tensor]": [{"a": tensor, "b": tensor + 1}],
-        "Tuple[Tensor, int]": [(tensor, 7)],
+        "Tensor | None": [None, tensor],
+        "list[Tensor]": [[], [tensor, tensor * 2]],
+        "dict[str, Tensor]": [{"a": tensor, "b": tensor + 1}],
+        "tuple[Tensor, int]": [(tensor, 7)],
         "Stats": [Stats(tensor, 3)],
-        "List[Dict[str, Tensor]]": [[{"a": tensor}, {}]],
-        "Tuple[List[Tensor], Stats]": [([tensor], Stats(tensor, 2))],
+        "list[dict[str, Tensor]]": [[{"a": tensor}, {}]],
+        "tuple[list[Tensor], Stats]": [([tensor], Stats(tensor, 2))],
     }
     return samples[text]
 
@@ -388,14 +390,14 @@ def _assert_moved(original: object, moved: object) -> None:
 )
 def test_movers_move_tensors_and_leave_the_rest(cls: type) -> None:
     module = codegen.instantiate_scriptable_remote_module_template(cls, True)
-    movable = {type_.text: type_ for type_ in parse_interface(cls).movable_types}
-    assert {"Tensor", "List[Tensor]", "Dict[str, Tensor]", "Stats"} <= set(movable)
+    movable = {str(type_): type_ for type_ in api.movable_types(parse_interface(cls))}
+    assert {"Tensor", "list[Tensor]", "dict[str, Tensor]", "Stats"} <= set(movable)
     meta = torch.device("meta")
     for text, type_ in movable.items():
-        mover = getattr(module, type_.mover_name)
+        mover = getattr(module, api.mover_name(type_))
         for value in _sample(text, torch.arange(3.0)):
             _assert_moved(value, mover(value, meta))
-    moved = getattr(module, movable["Stats"].mover_name)(Stats(torch.ones(2), 5), meta)
+    moved = getattr(module, api.mover_name(movable["Stats"]))(Stats(torch.ones(2), 5), meta)
     assert isinstance(moved, Stats)
     assert moved.total.device.type == "meta"
     assert moved.count == 5
@@ -406,10 +408,10 @@ def test_movers_move_tensors_and_leave_the_rest(cls: type) -> None:
 
 
 def _fingerprint(forward: Any) -> tuple[str, str]:
-    stub = type("FingerprintProbe", (), {"forward": forward})
-    stub.__module__ = "fingerprint_probe"
+    namespace = {"__module__": "fingerprint_probe", "forward": forward}
+    stub = type("FingerprintProbe", (Protocol,), namespace)
     stub.__qualname__ = "FingerprintProbe"
-    interface = parse_interface(stub, require_script_interface=False)
+    interface = parse_interface(stub)
     return interface.fingerprint, render_interface(interface, True)
 
 
@@ -477,7 +479,7 @@ def test_in_memory_name_differs_between_move_flags() -> None:
 
 _OWNER = """
 import json, linecache, sys
-from remote_module.codegen import registry
+from remote_module.runtime import registry
 from tests.golden_interfaces import MultiMethodInterface
 module = registry.ensure_module(sys.argv[1], MultiMethodInterface, False)
 source = "".join(linecache.cache[module.__file__][2])

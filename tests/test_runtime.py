@@ -25,7 +25,7 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 
 import remote_module
 from remote_module import RemoteDevice, RemoteModule, parse_remote_device
-from remote_module._calls import move_to_device
+from remote_module.runtime.calls import move_to_device
 from tests import runtime_helpers as helpers
 from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
 from tests.rpc_group import rpc_group
@@ -121,7 +121,16 @@ def test_parse_remote_device_is_public() -> None:
 
 @pytest.mark.parametrize(
     "remote_device",
-    ["worker1/cpu/extra", "rank:x/cpu", "/cpu", "rank:-1/cpu", "rank:1:2/cpu", "", "cpu"],
+    [
+        "worker1/cpu/extra",
+        "rank:x/cpu",
+        "/cpu",
+        "rank:-1/cpu",
+        "rank:1:2/cpu",
+        "",
+        "cpu",
+        "worker1/",
+    ],
 )
 def test_bad_remote_device_is_a_value_error(remote_device: str) -> None:
     message = (
@@ -681,7 +690,7 @@ def test_timeout_with_interface(x: torch.Tensor) -> None:
 
 
 def test_to_is_skipped_only_when_it_would_change_nothing() -> None:
-    from remote_module.runtime import _plain_module_on_cpu
+    from remote_module.runtime.owner import _plain_module_on_cpu
 
     assert _plain_module_on_cpu(nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)))
     assert not _plain_module_on_cpu(nn.Linear(2, 2, device="meta"))
@@ -762,7 +771,7 @@ def nothing_sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(rpc, "rpc_async", refuse)
     # Compiled remote functions are sent without rpc.rpc_async's per-call bookkeeping.
-    monkeypatch.setattr(remote_module._calls, "_invoke_rpc_torchscript", refuse)
+    monkeypatch.setattr(remote_module.runtime.calls, "_invoke_rpc_torchscript", refuse)
     return sent
 
 

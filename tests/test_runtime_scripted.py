@@ -23,7 +23,8 @@ from torch import Tensor, nn
 from torch.distributed.optim import DistributedOptimizer
 
 from remote_module import RemoteModule
-from remote_module.codegen import registry
+from remote_module.codegen import api
+from remote_module.runtime import registry
 from tests import runtime_helpers as helpers
 from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
 from tests.rpc_group import ROOT, rpc_group
@@ -214,7 +215,7 @@ def test_scripting_again_reuses_parsed_methods(
 ) -> None:
     """A second RemoteModule of a scripted interface scripts without parsing any method
     again, and both the scripted and the eager forms still behave."""
-    from remote_module import _scripting
+    from remote_module.runtime import torchscript as _scripting
 
     parsed: list[str] = []
     make_stub = _scripting._make_stub
@@ -254,9 +255,9 @@ def test_scripting_without_torchs_stub_internals(
     monkeypatch: pytest.MonkeyPatch, x: Tensor
 ) -> None:
     # Where torch lacks ScriptMethodStub/make_stub, methods stay bound and torch parses them.
-    from remote_module import _scripting
+    from remote_module.runtime import torchscript as _scripting
 
-    monkeypatch.setattr(_scripting, "_SUPPORTED", False)
+    monkeypatch.setattr(_scripting, "_STUBS_SUPPORTED", False)
     rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
     scripted = torch.jit.script(rm)
     torch.testing.assert_close(scripted(x), local_scaled(rm)(x))
@@ -377,7 +378,7 @@ def test_generated_remote_functions_move_every_shape_to_the_device(x: Tensor) ->
 
     model = registry.interface_model(ShapesInterface)
     movers = {
-        method.name: getattr(generated, method.returns.mover_name) for method in model.methods
+        method.name: getattr(generated, api.mover_name(method.returns)) for method in model.methods
     }
     meta = torch.device("meta")
     total, many, named = movers["forward"]((x, [x, x], {"a": x}), meta)

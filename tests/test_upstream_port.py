@@ -532,7 +532,13 @@ def _check_invalid_devices_without_cuda() -> None:
     with pytest.raises(RuntimeError, match=r"Invalid device string: 'cpu2'"):
         _forward_all(f"{WORKER1}/cpu2")
 
-    with pytest.raises(RuntimeError, match=r"Device string must not be empty"):
+    # Ours: an empty device is a malformed remote_device, refused like every other one (upstream
+    # lets torch.device("") raise "Device string must not be empty", naming nothing).
+    with pytest.raises(
+        ValueError,
+        match=r"Could not parse remote_device: worker1/. "
+        r"The valid format is '<workername>/<device>'",
+    ):
         _forward_all(f"{WORKER1}/")
 
     with pytest.raises(

@@ -5,39 +5,39 @@
 from typing import Any
 
 import torch
+from remote_module.runtime import contract as _rm
 from torch.futures import Future
 
-from remote_module._calls import call as _rm_call
-from remote_module._calls import call_async as _rm_call_async
-from remote_module._calls import move_to_device as _rm_move_to_device
-from remote_module.codegen.registry import register as _rm_register
-
-GENERATOR_VERSION = '0.1.0'
+GENERATOR_VERSION = "0.1.0"
 
 
 def _remote_forward(
-    module_rref: Any, device: str, is_device_map_set: bool, *args: Any, **kwargs: Any
+    _rm_module_rref: Any,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    *args: Any,
+    **kwargs: Any,
 ) -> Any:
-    module = module_rref.local_value()
-    if device == "cpu":  # the common case, without parsing a device on every call
+    module = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return module.forward(*args, **kwargs)
-    target = torch.device(device)
+    target = torch.device(_rm_device)
     if target.type == "cpu":
         return module.forward(*args, **kwargs)
-    args = _rm_move_to_device(args, target)
-    kwargs = _rm_move_to_device(kwargs, target)
+    args = _rm.move_to_device(args, target)
+    kwargs = _rm.move_to_device(kwargs, target)
     result = module.forward(*args, **kwargs)
-    if is_device_map_set:
+    if _rm_is_device_map_set:
         return result
-    return _rm_move_to_device(result, torch.device("cpu"))
+    return _rm.move_to_device(result, torch.device("cpu"))
 
 
-def forward_async(self: Any, *args: Any, **kwargs: Any) -> Future[Any]:
-    return _rm_call_async(self, "forward", _remote_forward, args, None, kwargs)
+def forward_async(self: _rm.RemoteModule, *args: Any, **kwargs: Any) -> Future[Any]:
+    return _rm.call_async(self, "forward", _remote_forward, args, None, kwargs)
 
 
-def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
-    return _rm_call(self, "forward", _remote_forward, args, None, kwargs)
+def forward(self: _rm.RemoteModule, *args: Any, **kwargs: Any) -> Any:
+    return _rm.call(self, "forward", _remote_forward, args, None, kwargs)
 
 
 _generated_methods = [
@@ -45,4 +45,4 @@ _generated_methods = [
     forward,
 ]
 
-_rm_register(__name__)
+_rm.register(__name__)

@@ -1,8 +1,12 @@
-"""The typed model of a ``@torch.jit.interface`` class: interface -> methods -> arguments.
+"""The typed model of an interface: interface -> methods -> arguments -> types.
 
-The model is parsed once from the class's Python annotations and signatures (TorchScript
-drops default values, Python keeps them), is frozen, and renders itself: templates write
-``{{ method.signature }}`` and never join commas or format defaults themselves.
+An interface is a ``@torch.jit.interface`` class (the scriptable family of generated code) or
+a ``typing.Protocol`` (the eager family). The model is parsed once from the class's Python
+annotations and signatures (TorchScript drops default values, Python keeps them), is frozen
+data with tuple fields, and prints itself back as source: ``str(method)`` is the method's
+signature, in the builtin spelling (``list[Tensor]``, ``Tensor | None``) that TorchScript,
+type checkers and linters all accept. Names and declarations for generated code are views
+(``remote_module.codegen.api``); the code itself is in the templates.
 
 Example::
 
@@ -14,151 +18,112 @@ Example::
 from __future__ import annotations
 
 import builtins
+import enum
 import hashlib
 import inspect
 import keyword
 import math
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 __all__ = [
-    "RESERVED_METHOD_NAMES",
     "Argument",
     "Interface",
+    "InterfaceKind",
+    "Kind",
     "Method",
     "TypeRef",
     "parse_interface",
+    "parse_type",
+    "render_literal",
+    "string_literal",
 ]
 
-# Names the generated remote functions use for their own parameters and locals.
-_INTERNAL_PREFIX = "_rm_"
+# Names the generated code uses for its own parameters, locals and helpers.
+INTERNAL_PREFIX = "_rm_"
 
-# Methods of RemoteModule itself; an interface method with one of these names (or whose
-# ``_async`` twin has one) would shadow the runtime, so it is refused.
-RESERVED_METHOD_NAMES = frozenset(
-    {
-        "on",
-        "device",
-        "is_device_map_set",
-        "is_scriptable",
-        "generated_methods",
-        "module_rref",
-        "timeout",
-        "training",
-        "remote_parameters",
-        "get_module_rref",
-        "init_from_module_rref",
-        "remote_state_dict",
-        "load_remote_state_dict",
-        "train",
-        "eval",
-    }
-    | {name for name in dir(torch.nn.Module) if not name.startswith("_")} - {"forward"}
-)
 
-_SCALARS: dict[Any, str] = {
-    torch.Tensor: "Tensor",
-    int: "int",
-    float: "float",
-    bool: "bool",
-    str: "str",
-    complex: "complex",
-    torch.device: "torch.device",
-    torch.dtype: "torch.dtype",
-    typing.Any: "Any",
-}
+class Kind(enum.Enum):
+    """What a :class:`TypeRef` is."""
+
+    TENSOR = "tensor"
+    SCALAR = "scalar"  # int, float, bool, str, complex, torch.device, torch.dtype, Any
+    NONE = "none"
+    LIST = "list"
+    TUPLE = "tuple"
+    DICT = "dict"
+    OPTIONAL = "optional"
+    UNION = "union"
+    NAMED_TUPLE = "named_tuple"
+    CLASS = "class"  # a @torch.jit.script class (or any class, in a Protocol interface)
+
+
+class InterfaceKind(enum.Enum):
+    """Which family of generated code an interface gets."""
+
+    SCRIPT = "script"  # @torch.jit.interface: scripted owner, TorchScript remote functions
+    PROTOCOL = "protocol"  # typing.Protocol: eager owner, Python remote functions
 
 
 @dataclass(frozen=True)
 class TypeRef:
-    """A TorchScript type as the generator knows it.
+    """A type as the generator knows it.
 
-    ``kind`` is one of ``tensor``, ``scalar``, ``none``, ``list``, ``tuple``, ``dict``,
-    ``optional``, ``union``, ``named_tuple`` or ``class``. ``text`` is the annotation the
-    generated code writes, e.g. ``Dict[str, List[Tensor]]``.
+    ``name`` is the scalar's or named type's name as generated code writes it; containers
+    keep their element types in ``args``. Named types (``NAMED_TUPLE``, ``CLASS``) also
+    carry where generated code imports them from and, for a NamedTuple, its field names (the
+    field types are ``args``).
     """
 
-    kind: str
-    text: str
+    kind: Kind
+    name: str = ""
     args: tuple[TypeRef, ...] = ()
-    # For named types (``named_tuple``, ``class``): where the generated module imports it.
     module: str = ""
     qualname: str = ""
     fields: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return self.text
+        """The annotation, in builtin spelling: ``dict[str, list[Tensor]]``, ``int | None``."""
+        if self.kind is Kind.LIST:
+            return f"list[{self.args[0]}]"
+        if self.kind is Kind.TUPLE:
+            return f"tuple[{', '.join(map(str, self.args)) or '()'}]"
+        if self.kind is Kind.DICT:
+            return f"dict[{self.args[0]}, {self.args[1]}]"
+        if self.kind is Kind.OPTIONAL:
+            return f"{self.args[0]} | None"
+        if self.kind is Kind.UNION:
+            return " | ".join(map(str, self.args))
+        return self.name
 
     @property
     def contains_tensor(self) -> bool:
-        """True when a value of this type can hold a tensor the generator knows how to move."""
-        if self.kind == "tensor":
+        """Whether a value of this type can hold a tensor that generated code moves or casts.
+        Dict keys stay as they are (moving them would rehash); script classes are opaque."""
+        if self.kind is Kind.TENSOR:
             return True
-        if self.kind == "dict":  # keys stay where they are: moving them would rehash
+        if self.kind is Kind.DICT:
             return self.args[1].contains_tensor
-        return self.kind != "class" and any(arg.contains_tensor for arg in self.args)
+        return self.kind is not Kind.CLASS and any(arg.contains_tensor for arg in self.args)
 
     @property
-    def mover_name(self) -> str:
-        """Name of the generated function that moves the tensors inside a value of this type."""
-        digest = hashlib.sha256(self.text.encode()).hexdigest()[:10]
-        return f"{_INTERNAL_PREFIX}move_{digest}"
+    def contains_named_tuple(self) -> bool:
+        """Whether a value of this type holds a NamedTuple (which TorchScript's wire loses)."""
+        if self.kind is Kind.NAMED_TUPLE:
+            return True
+        if self.kind is Kind.DICT:
+            return self.args[1].contains_named_tuple
+        return any(arg.contains_named_tuple for arg in self.args)
 
-    @property
-    def mover_lines(self) -> tuple[str, ...]:
-        """Body of this type's mover: ``value`` in, the same value with its tensors on
-        ``device`` out. Only types that hold tensors have one."""
-        if self.kind == "tensor":
-            return ("return value.to(device)",)
-        if self.kind == "list":
-            return (f"return [{self.args[0].move('item')} for item in value]",)
-        if self.kind == "dict":
-            return (f"return {{key: {self.args[1].move('item')} for key, item in value.items()}}",)
-        if self.kind == "optional":
-            return ("if value is None:", "    return None", f"return {self.args[0].move('value')}")
-        if self.kind == "tuple":
-            items = [arg.move(f"value[{index}]") for index, arg in enumerate(self.args)]
-            return (f"return ({', '.join(items)},)",)
-        if self.kind == "named_tuple":
-            items = [
-                arg.move(f"value.{name}") for name, arg in zip(self.fields, self.args, strict=True)
-            ]
-            return (f"return {self.text}({', '.join(items)})",)
-        if self.kind == "union":
-            lines: list[str] = []
-            for member in self.args:
-                if member.contains_tensor:
-                    lines += [
-                        f"if isinstance(value, {member.text}):",
-                        f"    return {member.move('value')}",
-                    ]
-            return (*lines, "return value")
-        raise AssertionError(f"no mover for {self.text}")
-
-    def move(self, expression: str, device: str = "device") -> str:
-        """Source that moves the tensors in ``expression`` (of this type) to ``device``."""
-        if not self.contains_tensor:
-            return expression
-        return f"{self.mover_name}({expression}, {device})"
-
-    def named_types(self) -> Iterable[TypeRef]:
-        """Every NamedTuple or script class this type mentions, itself included."""
-        if self.kind in ("named_tuple", "class"):
-            yield self
+    def walk(self) -> Iterator[TypeRef]:
+        """This type and every type inside it, inner types first (post-order)."""
         for arg in self.args:
-            yield from arg.named_types()
-
-    def movable_types(self) -> Iterable[TypeRef]:
-        """This type and every type inside it that needs a generated mover (post-order)."""
-        if not self.contains_tensor:
-            return
-        for arg in self.args:
-            yield from arg.movable_types()
+            yield from arg.walk()
         yield self
 
 
@@ -171,12 +136,8 @@ class Argument:
     default: str | None = None  # the default as source text, or None when there is none
 
     def __str__(self) -> str:
-        return self.decl
-
-    @property
-    def decl(self) -> str:
         """``name: Type`` or ``name: Type = default``."""
-        text = f"{self.name}: {self.type.text}"
+        text = f"{self.name}: {self.type}"
         return text if self.default is None else f"{text} = {self.default}"
 
 
@@ -189,66 +150,22 @@ class Method:
     returns: TypeRef
 
     def __str__(self) -> str:
-        return f"def {self.name}({self.params_decl}) -> {self.returns.text}"
+        params = ", ".join(["self", *map(str, self.arguments)])
+        return f"def {self.name}({params}) -> {self.returns}"
 
     @property
-    def async_name(self) -> str:
-        return f"{self.name}_async"
-
-    @property
-    def remote_name(self) -> str:
-        """The function that runs on the owner (``_remote_forward`` for ``forward``)."""
-        return f"_remote_{self.name}"
-
-    @property
-    def params_decl(self) -> str:
-        """The parameter list of the caller-side stubs: ``self, x: Tensor, k: int = 1``."""
-        return ", ".join(["self", *(arg.decl for arg in self.arguments)])
-
-    @property
-    def params_remote_decl(self) -> str:
-        """The interface's arguments as the remote function declares them (no defaults)."""
-        return "".join(f", {arg.name}: {arg.type.text}" for arg in self.arguments)
-
-    @property
-    def call_args(self) -> str:
-        """The interface's arguments passed on by position: ``x, k``."""
-        return ", ".join(arg.name for arg in self.arguments)
-
-    @property
-    def rpc_args(self) -> str:
-        """The tuple the stubs send: module RRef, device, device-map flag, then the arguments."""
-        names = ["self.module_rref", "self.device", "self.is_device_map_set"]
-        return "(" + ", ".join(names + [arg.name for arg in self.arguments]) + ",)"
-
-    @property
-    def call_args_tuple(self) -> str:
-        """The arguments as the body of a tuple display: ``x, k,`` (empty for none)."""
-        return "".join(f"{arg.name}, " for arg in self.arguments).rstrip(" ")
-
-    @property
-    def hints(self) -> str:
-        """The caller-side type checks as source: ``(("x", Tensor), ("k", int, 1),)``; a
-        default, when there is one, is accepted as it is."""
-        entries = "".join(
-            f"({arg.name!r}, {arg.type.text}), "
-            if arg.default is None
-            else f"({arg.name!r}, {arg.type.text}, {arg.default}), "
-            for arg in self.arguments
-        )
-        return f"({entries.rstrip(' ')})"
-
-    @property
-    def moved_arguments(self) -> tuple[Argument, ...]:
-        return tuple(arg for arg in self.arguments if arg.type.contains_tensor)
+    def types(self) -> tuple[TypeRef, ...]:
+        """The argument types, then the result type."""
+        return (*(argument.type for argument in self.arguments), self.returns)
 
 
 @dataclass(frozen=True)
 class Interface:
-    """A ``@torch.jit.interface`` class, read into methods and the types they name."""
+    """An interface class, read into methods and the types they name."""
 
     module: str
     name: str
+    kind: InterfaceKind
     methods: tuple[Method, ...]
 
     def __str__(self) -> str:
@@ -262,57 +179,42 @@ class Interface:
     def fingerprint(self) -> str:
         """A stable digest of everything in the interface that changes the generated code."""
         named = "\n".join(
-            f"{t.module}.{t.qualname}{t.fields}{tuple(a.text for a in t.args)}"
+            f"{t.module}.{t.qualname}{t.fields}{tuple(str(a) for a in t.args)}"
             for t in self.named_types
         )
-        text = f"{self.qualified_name}\n{self}\n{named}\n"
+        text = f"{self.qualified_name}\n{self.kind.value}\n{self}\n{named}\n"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def named_types(self) -> tuple[TypeRef, ...]:
-        """The NamedTuples and script classes the signatures name, sorted by name."""
+        """The NamedTuples and classes the signatures name, sorted by name."""
         found: dict[str, TypeRef] = {}
         for method in self.methods:
-            for type_ in (method.returns, *(arg.type for arg in method.arguments)):
-                for named in type_.named_types():
-                    found[named.text] = named
+            for type_ in method.types:
+                for inner in type_.walk():
+                    if inner.kind in (Kind.NAMED_TUPLE, Kind.CLASS):
+                        found[inner.name] = inner
         return tuple(found[name] for name in sorted(found))
 
-    @property
-    def imports(self) -> tuple[str, ...]:
-        """Import lines the generated module needs for the interface and the types it names."""
-        lines = [f"from {self.module} import {self.name} as _rm_module_interface_cls"]
-        for named in self.named_types:
-            alias = "" if named.text == named.qualname else f" as {named.text}"
-            lines.append(f"from {named.module} import {named.qualname}{alias}")
-        return tuple(lines)
 
-    @property
-    def movable_types(self) -> tuple[TypeRef, ...]:
-        """Every type that needs a generated mover, inner types before the types holding them."""
-        ordered: dict[str, TypeRef] = {}
-        for method in self.methods:
-            for type_ in (*(arg.type for arg in method.arguments), method.returns):
-                for movable in type_.movable_types():
-                    ordered.setdefault(movable.text, movable)
-        return tuple(ordered.values())
-
-
-def parse_interface(interface_cls: object, *, require_script_interface: bool = True) -> Interface:
+def parse_interface(interface_cls: object) -> Interface:
     """Read ``interface_cls`` into an :class:`Interface`.
 
-    Raises ``ValueError`` naming the class (and the method and argument) when it is not a
-    class decorated with ``@torch.jit.interface``, has no ``forward``, or uses a type or
-    default value the generator does not support.
+    ``interface_cls`` is a class decorated with ``@torch.jit.interface`` or a
+    ``typing.Protocol`` whose methods are fully annotated; it has a ``forward``. Anything else
+    raises ``ValueError`` naming the class (and the method and argument).
     """
     if not inspect.isclass(interface_cls):
         raise ValueError(
             f"{interface_cls!r} is not a class: expected a class decorated with "
-            "@torch.jit.interface"
+            "@torch.jit.interface or a typing.Protocol"
         )
     qualified = f"{interface_cls.__module__}.{interface_cls.__qualname__}"
-    if require_script_interface and not getattr(interface_cls, "__torch_script_interface__", False):
-        raise ValueError(f"{qualified} is not decorated with @torch.jit.interface")
+    kind = interface_kind(interface_cls)
+    if kind is None:
+        raise ValueError(
+            f"{qualified} is neither decorated with @torch.jit.interface nor a typing.Protocol"
+        )
     if "." in interface_cls.__qualname__:
         raise ValueError(
             f"{qualified} is not defined at module level: generated code must import it"
@@ -327,14 +229,24 @@ def parse_interface(interface_cls: object, *, require_script_interface: bool = T
         raise ValueError(f"{qualified} has no method 'forward'")
     # forward first, then the others in declaration order (a stable sort).
     functions.sort(key=lambda item: item[0] != "forward")
-    methods = tuple(_parse_method(qualified, name, fn) for name, fn in functions)
+    methods = tuple(_parse_method(qualified, kind, name, fn) for name, fn in functions)
     _check_method_names(qualified, methods)
-    interface = Interface(interface_cls.__module__, interface_cls.__qualname__, methods)
+    interface = Interface(interface_cls.__module__, interface_cls.__qualname__, kind, methods)
     _check_named_types(qualified, interface)
+    _check_method_names_against_types(interface)
     return interface
 
 
-def _parse_method(interface: str, name: str, fn: Callable[..., Any]) -> Method:
+def interface_kind(cls: type) -> InterfaceKind | None:
+    """Which family ``cls`` belongs to, or None when it is no interface."""
+    if getattr(cls, "__torch_script_interface__", False):
+        return InterfaceKind.SCRIPT
+    if getattr(cls, "_is_protocol", False) and cls is not typing.Protocol:
+        return InterfaceKind.PROTOCOL
+    return None
+
+
+def _parse_method(interface: str, kind: InterfaceKind, name: str, fn: Callable[..., Any]) -> Method:
     where = f"{interface}.{name}"
     _check_name(where, "method", name)
     try:
@@ -349,36 +261,159 @@ def _parse_method(interface: str, name: str, fn: Callable[..., Any]) -> Method:
         arg_where = f"{where}, argument '{param.name}'"
         if param.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
             raise ValueError(
-                f"{arg_where}: {param.kind.description} parameters are not supported "
-                "by TorchScript interfaces"
+                f"{arg_where}: {param.kind.description} parameters are not supported in interfaces"
             )
         _check_name(where, "argument", param.name)
-        # TorchScript reads an unannotated argument as a Tensor; so do we.
-        type_ = parse_type(hints.get(param.name, torch.Tensor), arg_where)
+        if param.name not in hints:
+            # TorchScript would read it as a Tensor: say so instead of guessing.
+            raise ValueError(f"{arg_where} has no type annotation; annotate it")
+        type_ = parse_type(hints[param.name], arg_where, kind)
         default = None
         if param.default is not inspect.Parameter.empty:
             default = render_literal(param.default, arg_where)
         arguments.append(Argument(param.name, type_, default))
-    returns = parse_type(hints.get("return", torch.Tensor), f"{where}, return type")
+    if "return" not in hints:
+        raise ValueError(f"{where} has no return annotation; annotate it")
+    returns = parse_type(hints["return"], f"{where}, return type", kind)
     return Method(name, tuple(arguments), returns)
 
 
+_SCALARS: dict[Any, str] = {
+    int: "int",
+    float: "float",
+    bool: "bool",
+    str: "str",
+    complex: "complex",
+    torch.device: "torch.device",
+    torch.dtype: "torch.dtype",
+    typing.Any: "Any",
+}
+_DICT_KEYS = ("str", "int", "float", "bool", "Tensor", "complex")
+
+
+def parse_type(annotation: Any, where: str, kind: InterfaceKind = InterfaceKind.SCRIPT) -> TypeRef:
+    """Read a Python annotation into a :class:`TypeRef`; ``where`` names it in errors."""
+    if annotation is None or annotation is type(None):
+        return TypeRef(Kind.NONE, "None")
+    if annotation is torch.Tensor:
+        return TypeRef(Kind.TENSOR, "Tensor")
+    if annotation in _SCALARS:
+        return TypeRef(Kind.SCALAR, _SCALARS[annotation])
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (list, typing.List):  # noqa: UP006 - both spellings reach us
+        if len(args) != 1:
+            raise ValueError(f"{where}: list needs an element type")
+        return TypeRef(Kind.LIST, args=(parse_type(args[0], where, kind),))
+    if origin in (tuple, typing.Tuple):  # noqa: UP006
+        if len(args) == 2 and args[1] is Ellipsis:
+            raise ValueError(f"{where}: tuple[T, ...] is not supported by TorchScript")
+        if args == ((),):  # Tuple[()]
+            args = ()
+        return TypeRef(Kind.TUPLE, args=tuple(parse_type(item, where, kind) for item in args))
+    if origin in (dict, typing.Dict):  # noqa: UP006
+        if len(args) != 2:
+            raise ValueError(f"{where}: dict needs a key and a value type")
+        key, value = (parse_type(item, where, kind) for item in args)
+        if str(key) not in _DICT_KEYS:
+            raise ValueError(f"{where}: dict keys of type {key} are not supported")
+        return TypeRef(Kind.DICT, args=(key, value))
+    if origin in (typing.Union, types.UnionType):
+        members = tuple(parse_type(item, where, kind) for item in args if item is not type(None))
+        if len(members) == 1 and len(args) == 2:
+            return TypeRef(Kind.OPTIONAL, args=members)
+        if len(members) != len(args):
+            members += (TypeRef(Kind.NONE, "None"),)
+        if any(member.contains_named_tuple for member in members):
+            raise ValueError(
+                f"{where}: a union holding a NamedTuple is not supported (its results could "
+                "not be given back as that NamedTuple); use Optional or separate methods"
+            )
+        return TypeRef(Kind.UNION, args=members)
+    if inspect.isclass(annotation):
+        return _parse_named_type(annotation, where, kind)
+    raise ValueError(f"{where}: unsupported type {annotation!r}")
+
+
+def _parse_named_type(cls: type, where: str, kind: InterfaceKind) -> TypeRef:
+    qualname = cls.__qualname__
+    if "<locals>" in qualname or "." in qualname:
+        raise ValueError(
+            f"{where}: type {cls.__module__}.{qualname} must be defined at module level "
+            "so the generated module can import it"
+        )
+    _check_importable(where, cls)
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        hints = typing.get_type_hints(cls)
+        fields = tuple(cls._fields)
+        field_types = tuple(
+            parse_type(hints[name], f"{where}, field '{name}'", kind) for name in fields
+        )
+        return TypeRef(
+            Kind.NAMED_TUPLE, cls.__name__, field_types, cls.__module__, qualname, fields
+        )
+    # A Protocol's methods run eagerly, so any class of the user's may cross (pickled); a
+    # TorchScript interface's only script classes.
+    user_class = cls.__module__ != "builtins"
+    if (kind is InterfaceKind.PROTOCOL and user_class) or _is_script_class(cls):
+        return TypeRef(Kind.CLASS, cls.__name__, (), cls.__module__, qualname)
+    raise ValueError(
+        f"{where}: unsupported type {cls.__module__}.{qualname} (expected a Tensor, a "
+        "scalar, a container, a NamedTuple or a @torch.jit.script class)"
+    )
+
+
+def _is_script_class(cls: type) -> bool:
+    if getattr(cls, "__torch_script_interface__", False):
+        return True
+    return torch.jit._state._get_script_class(cls) is not None
+
+
+def render_literal(value: object, where: str) -> str:
+    """Source text for a default value; only literals pass, so no code is generated from
+    an arbitrary expression."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if type(value) is int:
+        return repr(value)
+    if type(value) is float:
+        if math.isfinite(value):
+            return repr(value)
+        return f'float("{value}")'
+    if type(value) is str:
+        return string_literal(value)
+    if type(value) is tuple:
+        items = [render_literal(item, where) for item in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    raise ValueError(
+        f"{where}: default value {value!r} is not a literal (numbers, strings, bools, None, "
+        "or tuples of those)"
+    )
+
+
+def string_literal(text: str) -> str:
+    """``repr(text)`` in the quotes formatters prefer: double, unless the text holds one."""
+    literal = repr(text)
+    if literal.startswith("'") and '"' not in text:
+        return f'"{literal[1:-1]}"'
+    return literal
+
+
+# --- Names generated code could not use ---------------------------------------------------
+
 # A method named like a builtin would shadow it for the type hints of later methods.
 _BUILTIN_NAMES = frozenset(dir(builtins))
-# Globals of the generated module that a method or argument name would shadow.
+# Globals of the generated modules that a method or argument name would shadow.
 _GENERATED_GLOBALS = frozenset(
     {
         "torch",
-        "rpc",
         "Tensor",
         "RRef",
         "Future",
+        "Module",
+        "Callable",
         "Any",
-        "Dict",
-        "List",
-        "Optional",
-        "Tuple",
-        "Union",
+        "TYPE_CHECKING",
         "GENERATOR_VERSION",
         "INTERFACE",
         "INTERFACE_FINGERPRINT",
@@ -408,7 +443,7 @@ def _check_name(where: str, what: str, name: str) -> None:
     if (
         not name.isidentifier()
         or keyword.iskeyword(name)
-        or name.startswith(_INTERNAL_PREFIX)
+        or name.startswith(INTERNAL_PREFIX)
         or name in _GENERATED_GLOBALS
         or name.startswith("_remote_")
         or (what == "method" and name in _BUILTIN_NAMES)
@@ -417,118 +452,47 @@ def _check_name(where: str, what: str, name: str) -> None:
 
 
 def _check_method_names(interface: str, methods: tuple[Method, ...]) -> None:
+    from remote_module.runtime.module import reserved_names  # the runtime class's own names
+
+    reserved = reserved_names()
     names = {method.name for method in methods}
     for method in methods:
-        for generated in (method.name, method.async_name):
-            if generated in RESERVED_METHOD_NAMES:
+        for generated in (method.name, f"{method.name}_async"):
+            if generated in reserved:
                 raise ValueError(
                     f"{interface}.{method.name}: the generated method {generated!r} would "
                     "shadow a RemoteModule attribute; rename it"
                 )
-        if method.async_name in names:
+        if f"{method.name}_async" in names:
             raise ValueError(
-                f"{interface}.{method.name}: its generated twin {method.async_name!r} "
+                f"{interface}.{method.name}: its generated twin {method.name + '_async'!r} "
                 "clashes with the interface's own method of that name"
             )
 
 
+def _check_method_names_against_types(interface: Interface) -> None:
+    """Methods become functions of the generated module, beside the interface, the types it
+    names and its typed class: a method may not take one of their names."""
+    taken = {interface.name, f"Remote{interface.name}", *(t.name for t in interface.named_types)}
+    for method in interface.methods:
+        for generated in (method.name, f"{method.name}_async"):
+            if generated in taken:
+                raise ValueError(
+                    f"{interface.qualified_name}.{method.name}: the generated function "
+                    f"{generated!r} would shadow a class of the generated module; rename it"
+                )
+
+
 def _check_named_types(interface: str, parsed: Interface) -> None:
-    by_text: dict[str, str] = {}
+    by_name: dict[str, str] = {}
     for method in parsed.methods:
-        for type_ in (method.returns, *(arg.type for arg in method.arguments)):
-            for named in type_.named_types():
+        for type_ in method.types:
+            for named in type_.walk():
+                if named.kind not in (Kind.NAMED_TUPLE, Kind.CLASS):
+                    continue
                 origin = f"{named.module}.{named.qualname}"
-                if by_text.setdefault(named.text, origin) != origin:
+                if by_name.setdefault(named.name, origin) != origin:
                     raise ValueError(
-                        f"{interface}.{method.name}: types {by_text[named.text]} and {origin} "
-                        f"share the name {named.text!r}; rename one of them"
+                        f"{interface}.{method.name}: types {by_name[named.name]} and {origin} "
+                        f"share the name {named.name!r}; rename one of them"
                     )
-
-
-def parse_type(annotation: Any, where: str) -> TypeRef:
-    """Read a Python annotation into a :class:`TypeRef`; ``where`` names it in errors."""
-    if annotation is None or annotation is type(None):
-        return TypeRef("none", "None")
-    if annotation in _SCALARS:
-        kind = "tensor" if annotation is torch.Tensor else "scalar"
-        return TypeRef(kind, _SCALARS[annotation])
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin in (list, typing.List):  # noqa: UP006 - both spellings reach us
-        (item,) = args or (None,)
-        if item is None:
-            raise ValueError(f"{where}: List needs an element type")
-        inner = parse_type(item, where)
-        return TypeRef("list", f"List[{inner.text}]", (inner,))
-    if origin in (tuple, typing.Tuple):  # noqa: UP006
-        if len(args) == 2 and args[1] is Ellipsis:
-            raise ValueError(f"{where}: Tuple[T, ...] is not supported by TorchScript")
-        if args == ((),):  # Tuple[()]
-            args = ()
-        items = tuple(parse_type(item, where) for item in args)
-        body = ", ".join(item.text for item in items) if items else "()"
-        return TypeRef("tuple", f"Tuple[{body}]", items)
-    if origin in (dict, typing.Dict):  # noqa: UP006
-        if len(args) != 2:
-            raise ValueError(f"{where}: Dict needs a key and a value type")
-        key, value = (parse_type(item, where) for item in args)
-        if key.text not in ("str", "int", "float", "bool", "Tensor", "complex"):
-            raise ValueError(f"{where}: Dict keys of type {key.text} are not supported")
-        return TypeRef("dict", f"Dict[{key.text}, {value.text}]", (key, value))
-    if origin in (typing.Union, types.UnionType):
-        members = [item for item in args if item is not type(None)]
-        inner_types = tuple(parse_type(item, where) for item in members)
-        if len(members) == 1 and len(args) == 2:
-            (inner,) = inner_types
-            return TypeRef("optional", f"Optional[{inner.text}]", (inner,))
-        body = ", ".join(item.text for item in inner_types)
-        if len(members) != len(args):
-            body += ", None"
-        return TypeRef("union", f"Union[{body}]", inner_types)
-    if inspect.isclass(annotation):
-        return _parse_named_type(annotation, where)
-    raise ValueError(f"{where}: unsupported type {annotation!r}")
-
-
-def _parse_named_type(cls: type, where: str) -> TypeRef:
-    qualname = cls.__qualname__
-    if "<locals>" in qualname or "." in qualname:
-        raise ValueError(
-            f"{where}: type {cls.__module__}.{qualname} must be defined at module level "
-            "so the generated module can import it"
-        )
-    _check_importable(where, cls)
-    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        hints = typing.get_type_hints(cls)
-        fields = tuple(cls._fields)
-        field_types = tuple(parse_type(hints[name], f"{where}, field '{name}'") for name in fields)
-        return TypeRef("named_tuple", cls.__name__, field_types, cls.__module__, qualname, fields)
-    scripted = torch.jit._state._get_script_class(cls) is not None
-    if scripted or getattr(cls, "__torch_script_interface__", False):
-        return TypeRef("class", cls.__name__, (), cls.__module__, qualname)
-    raise ValueError(
-        f"{where}: unsupported type {cls.__module__}.{qualname} (expected a Tensor, a "
-        "scalar, a typing container, a NamedTuple or a @torch.jit.script class)"
-    )
-
-
-def render_literal(value: object, where: str) -> str:
-    """Source text for a default value; only literals pass, so no code is generated from
-    an arbitrary expression."""
-    if value is None or isinstance(value, bool):
-        return repr(value)
-    if type(value) is int:
-        return repr(value)
-    if type(value) is float:
-        if math.isfinite(value):
-            return repr(value)
-        return f'float("{value}")'
-    if type(value) is str:
-        return repr(value)
-    if type(value) is tuple:
-        items = [render_literal(item, where) for item in value]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    raise ValueError(
-        f"{where}: default value {value!r} is not a literal (numbers, strings, bools, None, "
-        "or tuples of those)"
-    )

@@ -1,20 +1,21 @@
 """What generated caller-side methods do outside TorchScript: check, send, wait, name failures.
 
-Generated code calls :func:`call` and :func:`call_async`; in TorchScript the same methods take
-a compiled branch that sends directly (no checks, native errors).
+Generated code calls :func:`call` and :func:`call_async` (through
+``remote_module.runtime.contract``); in TorchScript the same methods take a compiled branch
+that sends directly (no checks, native errors).
 """
 
 from __future__ import annotations
 
+import operator
 import queue
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed.rpc as rpc
 from torch.futures import Future
-from typeguard import TypeCheckError, check_type
 
 try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call bookkeeping
     from torch._C._distributed_rpc import _invoke_rpc_torchscript
@@ -22,6 +23,7 @@ except ImportError:  # pragma: no cover - a torch built without it
     _invoke_rpc_torchscript = None  # type: ignore[assignment]
 
 __all__ = [
+    "CALL_PREFIX",
     "call",
     "call_async",
     "move_to_device",
@@ -29,6 +31,13 @@ __all__ = [
     "type_checking",
     "wait_returning_rrefs",
 ]
+
+# The RemoteModule attributes every remote function receives first, in this order; the
+# generator renders remote functions' parameters and TorchScript senders from this tuple.
+CALL_PREFIX = ("module_rref", "device", "is_device_map_set")
+_call_prefix = operator.attrgetter(*CALL_PREFIX)  # one C call per send
+
+R = TypeVar("R")
 
 _type_checking = [True]
 
@@ -48,11 +57,11 @@ def type_checking() -> bool:
 def call(
     remote_module: Any,
     method: str,
-    remote_fn: Any,
+    remote_fn: Callable[..., R],
     args: tuple[Any, ...],
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None = None,
-) -> Any:
+) -> R:
     """Run ``method`` on the owner and wait for its result."""
     try:
         return _send(remote_module, method, remote_fn, args, hints, kwargs).wait()
@@ -63,11 +72,11 @@ def call(
 def call_async(
     remote_module: Any,
     method: str,
-    remote_fn: Any,
+    remote_fn: Callable[..., R],
     args: tuple[Any, ...],
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None = None,
-) -> Future[Any]:
+) -> Future[R]:
     """Run ``method`` on the owner and return the RPC's future.
 
     With a RemoteModule ``timeout``, the future is chained so that its errors name the owner
@@ -140,7 +149,7 @@ def _send(
     if hints is not None and _type_checking[0]:
         _check_arguments(method, args, hints)
     module_rref = remote_module.module_rref
-    rpc_args = (module_rref, remote_module.device, remote_module.is_device_map_set, *args)
+    rpc_args = (*_call_prefix(remote_module), *args)
     script_name = _script_names.get(remote_fn)
     if script_name is None:
         script_name = _script_names.setdefault(remote_fn, _script_name(remote_fn))
@@ -177,13 +186,24 @@ def _check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[A
             continue  # the common case, without typeguard's overhead
         if default and type(value) is type(default[0]) and value == default[0]:
             continue  # the interface's own default (a tuple for a List, say) is accepted
-        try:
-            check_type(value, hint)
-        except TypeCheckError as error:
+        problem = _type_problem(value, hint)
+        if problem is not None:
             raise TypeError(
                 f"RemoteModule.{method}: argument '{name}' expected {_hint_name(hint)}, "
-                f"got {type(value).__name__} ({error})"
-            ) from None
+                f"got {type(value).__name__} ({problem})"
+            )
+
+
+def _type_problem(value: Any, hint: Any) -> str | None:
+    """What typeguard finds wrong with ``value`` as a ``hint``, or None. typeguard loads on
+    the first check, not with ``import remote_module`` (about 15 ms)."""
+    from typeguard import TypeCheckError, check_type
+
+    try:
+        check_type(value, hint)
+    except TypeCheckError as error:
+        return str(error)
+    return None
 
 
 def _hint_name(hint: Any) -> str:

@@ -9,6 +9,7 @@ the owner compile the same TorchScript functions under the same qualified names.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import linecache
@@ -18,13 +19,15 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
 from remote_module._version import __version__
-from remote_module.codegen.model import Interface, parse_interface
-from remote_module.codegen.render import render_interface, render_non_scriptable
+from remote_module.runtime.torchscript import script
+
+if TYPE_CHECKING:
+    from remote_module.codegen.model import Interface
 
 __all__ = [
     "IN_MEMORY_PACKAGE",
@@ -41,6 +44,9 @@ __all__ = [
 
 IN_MEMORY_PACKAGE = "remote_module._generated"
 NON_SCRIPTABLE_MODULE = f"{IN_MEMORY_PACKAGE}.non_scriptable"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class StaleGeneratedModuleWarning(UserWarning):
@@ -64,6 +70,8 @@ def interface_model(interface_cls: type) -> Interface:
     """The parsed (and cached) model of ``interface_cls``."""
     model = _models.get(interface_cls)
     if model is None:
+        from remote_module.codegen.model import parse_interface  # the generator, on demand
+
         model = parse_interface(interface_cls)
         _cross_check_with_torchscript(interface_cls, model)
         _models[interface_cls] = model
@@ -72,13 +80,13 @@ def interface_model(interface_cls: type) -> Interface:
 
 def check_fresh(
     module_name: str, version: str, fingerprint: str, interface_cls: type
-) -> Callable[[Any], Any]:
-    """Called at the top of a generated scriptable module: returns the decorator for its
-    remote functions, ``torch.jit.script`` when the module is fresh, else a no-op (a stale
+) -> Callable[[F], F]:
+    """Called at the top of a generated module: returns the decorator for its TorchScript
+    remote functions, which scripts them when the module is fresh, else a no-op (a stale
     module compiles nothing) after a warning that says why."""
     reason = _why_stale(version, fingerprint, interface_cls)
     if reason is None:
-        return torch.jit.script
+        return functools.partial(_script_remote_function, module_name)
     key = (_qualified_name(interface_cls), sys.modules[module_name].MOVES_CPU_TENSORS_TO_DEVICE)
     with _lock:
         _stale[key] = f"{module_name} is stale ({reason})"
@@ -144,11 +152,16 @@ def scriptable_module_name(interface_cls: type, move_tensors: bool) -> str:
 
 
 def non_scriptable_module() -> types.ModuleType:
-    """The generated module for RemoteModules built without an interface."""
+    """The generated module for RemoteModules built without an interface: a registered one
+    (a user's build-time output), else the one remote_module ships, generated at build time
+    like any other (no rendering on the first construction's critical path)."""
     with _lock:
         if _registered_non_scriptable:
             return _registered_non_scriptable[0]
-        return _load_in_memory(NON_SCRIPTABLE_MODULE, render_non_scriptable)
+        module = sys.modules.get(NON_SCRIPTABLE_MODULE)
+        if module is None:
+            module = importlib.import_module(NON_SCRIPTABLE_MODULE)
+        return module
 
 
 def ensure_module(
@@ -173,6 +186,8 @@ def ensure_module(
             return module
         if interface_cls is None:
             return non_scriptable_module()
+        from remote_module.codegen.render import render_interface
+
         interface = interface_model(interface_cls)
         return _load_in_memory(module_name, lambda: render_interface(interface, move_tensors))
 
@@ -233,8 +248,12 @@ def _warn_stale(message: str) -> None:
     )
 
 
-def _not_compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _not_compiled(fn: F) -> F:
     return fn
+
+
+def _script_remote_function(module_name: str, fn: F) -> F:
+    return script(fn, f"the remote function {fn.__name__} of {module_name}")
 
 
 def _qualified_name(cls: type) -> str:

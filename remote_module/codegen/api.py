@@ -1,0 +1,201 @@
+"""Views of the model for generated code: one name or one declaration at a time.
+
+Like torchgen's ``api/`` layer, these turn the model into the pieces a template needs
+(:class:`Binding` declarations, names of generated functions, import lines); the templates and
+their macros assemble the code. Nothing here emits more than one line of code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from remote_module.codegen.model import (
+    INTERNAL_PREFIX,
+    Interface,
+    InterfaceKind,
+    Method,
+    TypeRef,
+)
+from remote_module.runtime.contract import CALL_PREFIX
+
+__all__ = [
+    "Binding",
+    "ImportLine",
+    "async_name",
+    "caller_bindings",
+    "decodable_types",
+    "decoder_name",
+    "hints_name",
+    "imports",
+    "module_file_name",
+    "movable_types",
+    "mover_name",
+    "prefix_values",
+    "remote_bindings",
+    "remote_name",
+    "typed_class_name",
+]
+
+# The TorchScript type of each value of the call prefix, in remote functions of the scriptable
+# family ("{interface}" stands for the interface class); the eager family takes them untyped.
+PREFIX_SCRIPT_TYPES = {
+    "module_rref": "RRef[{interface}]",
+    "device": "str",
+    "is_device_map_set": "bool",
+}
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One parameter as generated code declares it."""
+
+    name: str
+    annotation: str
+    default: str | None = None
+
+    def decl(self) -> str:
+        """``name: annotation`` or ``name: annotation = default``."""
+        text = f"{self.name}: {self.annotation}"
+        return text if self.default is None else f"{text} = {self.default}"
+
+
+@dataclass(frozen=True)
+class ImportLine:
+    """``from module import names``; names sorted as linters sort them (classes, then the rest)."""
+
+    module: str
+    names: tuple[str, ...]
+
+
+def remote_name(method: Method) -> str:
+    """The function that runs on the owner (``_remote_forward`` for ``forward``)."""
+    return f"_remote_{method.name}"
+
+
+def async_name(method: Method) -> str:
+    return f"{method.name}_async"
+
+
+def hints_name(method: Method) -> str:
+    """The module-level tuple of caller-side type checks for ``method``."""
+    return f"{INTERNAL_PREFIX}{method.name}_hints"
+
+
+def typed_class_name(interface: Interface) -> str:
+    """The typed RemoteModule subclass generated for ``interface``."""
+    return f"Remote{interface.name}"
+
+
+def caller_bindings(method: Method) -> tuple[Binding, ...]:
+    """The interface's parameters as the caller-side methods declare them (defaults kept)."""
+    return tuple(Binding(arg.name, str(arg.type), arg.default) for arg in method.arguments)
+
+
+def remote_bindings(interface: Interface, method: Method) -> tuple[Binding, ...]:
+    """The remote function's parameters: the call prefix, then the interface's arguments
+    without defaults (callers always send every argument)."""
+    if interface.kind is InterfaceKind.SCRIPT:
+        prefix = tuple(
+            Binding(
+                prefix_parameter(name), PREFIX_SCRIPT_TYPES[name].format(interface=interface.name)
+            )
+            for name in CALL_PREFIX
+        )
+    else:
+        prefix = tuple(Binding(prefix_parameter(name), "Any") for name in CALL_PREFIX)
+    return prefix + tuple(Binding(arg.name, str(arg.type)) for arg in method.arguments)
+
+
+def prefix_parameter(attribute: str) -> str:
+    """The remote function's parameter for the call-prefix value ``attribute``."""
+    return f"{INTERNAL_PREFIX}{attribute}"
+
+
+def prefix_values(receiver: str) -> tuple[str, ...]:
+    """What a TorchScript caller sends as the call prefix: ``receiver.<attribute>`` each."""
+    return tuple(f"{receiver}.{name}" for name in CALL_PREFIX)
+
+
+def movable_types(interface: Interface) -> tuple[TypeRef, ...]:
+    """Types that need a generated mover (they hold tensors), inner ones first."""
+    return _distinct(
+        (type_ for method in interface.methods for type_ in method.types),
+        lambda type_: type_.contains_tensor,
+    )
+
+
+def mover_name(type_: TypeRef) -> str:
+    """The generated function that moves the tensors inside a value of ``type_``."""
+    return f"{INTERNAL_PREFIX}move_{_digest(type_)}"
+
+
+def decodable_types(interface: Interface) -> tuple[TypeRef, ...]:
+    """Result types that need a generated decoder (they hold NamedTuples), inner ones first."""
+    return _distinct(
+        (method.returns for method in interface.methods),
+        lambda type_: type_.contains_named_tuple,
+    )
+
+
+def waited_types(interface: Interface) -> tuple[TypeRef, ...]:
+    """Method result types whose futures need a decoding callback, in method order."""
+    found: dict[str, TypeRef] = {}
+    for method in interface.methods:
+        if method.returns.contains_named_tuple:
+            found.setdefault(str(method.returns), method.returns)
+    return tuple(found.values())
+
+
+def decoder_name(type_: TypeRef) -> str:
+    """The generated function that gives a value of ``type_`` its NamedTuple classes back."""
+    return f"{INTERNAL_PREFIX}decode_{_digest(type_)}"
+
+
+def imports(interface: Interface) -> tuple[ImportLine, ...]:
+    """What the generated module imports of the user's code: the interface and every type
+    its signatures name, one line per module, sorted by module."""
+    by_module: dict[str, set[str]] = {interface.module: {interface.name}}
+    for named in interface.named_types:
+        by_module.setdefault(named.module, set()).add(named.name)
+    return tuple(
+        ImportLine(module, tuple(sorted(names, key=_import_order)))
+        for module, names in sorted(by_module.items())
+    )
+
+
+def typing_names(interface: Interface) -> tuple[str, ...]:
+    """The names the generated module imports from ``typing``."""
+    return ("TYPE_CHECKING", "Any")
+
+
+def module_file_name(interface_name: str) -> str:
+    """The generated module's file: the interface's name in snake case."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", interface_name)
+    return f"{snake.lower()}.py"
+
+
+def _distinct(
+    types: Iterable[TypeRef], predicate: Callable[[TypeRef], bool]
+) -> tuple[TypeRef, ...]:
+    """Every distinct type in ``types`` and inside them for which ``predicate`` holds, inner
+    types before the types holding them, in order of appearance."""
+    found: dict[str, TypeRef] = {}
+    for type_ in types:
+        for inner in type_.walk():
+            if predicate(inner):
+                found.setdefault(str(inner), inner)
+    return tuple(found.values())
+
+
+def _import_order(name: str) -> tuple[int, str]:
+    """isort's default order of imported names: CONSTANTS, Classes, then the rest."""
+    if name.isupper() and len(name) > 1:
+        return (0, name)
+    return (1, name) if name[:1].isupper() else (2, name)
+
+
+def _digest(type_: TypeRef) -> str:
+    return hashlib.sha256(str(type_).encode()).hexdigest()[:10]

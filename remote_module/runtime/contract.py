@@ -1,0 +1,66 @@
+"""The runtime as generated code sees it: the only module of ours that generated code imports.
+
+A generated module (``remote-module-codegen`` output, or the templates rendered in memory)
+imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
+
+- :func:`check_fresh` at the top, whose result decorates its remote functions, and
+  :func:`register` at the end (see ``remote_module.runtime.registry``);
+- :func:`call` / :func:`call_async` in the caller-side methods outside TorchScript (argument
+  checks, sending, naming failures), and :func:`move_to_device` where no types are known;
+- :func:`is_scripting`, and :func:`rpc_async` and :func:`fork` in their TorchScript branch:
+  torch's own functions (TorchScript knows them by identity), with the types and explicit
+  exports torch does not declare;
+- :class:`RemoteModule`, the base of the typed classes;
+- :data:`CALL_PREFIX`: the values every remote function receives before the interface's own
+  arguments, in order, as attributes of the RemoteModule that sends them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import torch
+import torch.distributed.rpc as rpc
+from torch.futures import Future
+
+from remote_module.runtime.calls import CALL_PREFIX, call, call_async, move_to_device
+from remote_module.runtime.module import RemoteModule
+from remote_module.runtime.registry import check_fresh, register
+
+__all__ = [
+    "CALL_PREFIX",
+    "RemoteModule",
+    "call",
+    "call_async",
+    "check_fresh",
+    "fork",
+    "is_scripting",
+    "move_to_device",
+    "register",
+    "rpc_async",
+]
+
+R = TypeVar("R")
+
+if TYPE_CHECKING:
+
+    def rpc_async(
+        to: Any,
+        func: Callable[..., R],
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        timeout: float = -1.0,
+    ) -> Future[R]:
+        """``torch.distributed.rpc.rpc_async``."""
+
+    def fork(func: Callable[..., R], *args: Any) -> Future[R]:
+        """``torch.jit.fork``."""
+
+    def is_scripting() -> bool:
+        """``torch.jit.is_scripting``."""
+
+else:
+    rpc_async = rpc.rpc_async
+    fork = torch.jit.fork
+    is_scripting = torch.jit.is_scripting

@@ -1,0 +1,140 @@
+"""Everything the runtime asks of TorchScript, in one place: scripting on purpose (quietly, with
+one clear error where TorchScript is unavailable) and cheap repeated ``torch.jit.script(rm)``.
+
+torch deprecates TorchScript and warns on every ``torch.jit.script``/``torch.jit.interface``
+(``DeprecationWarning`` on 2.13, ``FutureWarning`` on 2.14). The scriptable path of a
+RemoteModule needs it by design, so :func:`on_purpose` silences exactly those two messages
+around our own calls, and nothing else; a user's own ``torch.jit.script`` still warns.
+
+Repeated ``torch.jit.script(rm)``: torch turns every method it compiles into a stub (the
+method's parsed source and a name-resolution callback) on every call, even when the module's
+type and its compiled methods are cached; reading and tokenizing the source of every method
+again is most of what scripting a second RemoteModule costs (3.0 ms of torch's 3.2 ms before
+this cache, 0.6 ms after). The stub of a generated method depends only on the function, so
+it is made once and reused: just before scripting (``__prepare_scriptable__``) the
+RemoteModule's exported methods are replaced by callable stubs, which torch takes as they are
+and Python calls like the bound methods they replace. This leans on
+``torch.jit._recursive.ScriptMethodStub`` and ``make_stub``; where a torch lacks them,
+methods stay as they are and torch parses them as usual.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import warnings
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import torch
+
+__all__ = ["TorchScriptUnavailableError", "on_purpose", "script", "use_script_stubs"]
+
+T = TypeVar("T")
+
+# torch's own deprecation messages for the two entry points we use on purpose.
+_DEPRECATION_MESSAGES = (
+    r"`torch\.jit\.script` is deprecated",
+    r"`torch\.jit\.interface` is deprecated",
+)
+# warnings.catch_warnings swaps a process-wide list: one of our sections at a time.
+_quiet_lock = threading.RLock()
+
+
+class TorchScriptUnavailableError(RuntimeError):
+    """TorchScript cannot be used in this process, and something asked for it."""
+
+
+@contextlib.contextmanager
+def on_purpose() -> Iterator[None]:
+    """Silence torch's TorchScript deprecation warnings (those two messages only) inside."""
+    with _quiet_lock, warnings.catch_warnings():
+        for message in _DEPRECATION_MESSAGES:
+            for category in (DeprecationWarning, FutureWarning):
+                warnings.filterwarnings("ignore", message=message, category=category)
+        yield
+
+
+def script(obj: T, what: str) -> T:
+    """``torch.jit.script(obj)`` without torch's deprecation warning; where TorchScript is
+    unavailable, one :class:`TorchScriptUnavailableError` that says ``what`` needed it."""
+    with on_purpose():
+        try:
+            return torch.jit.script(obj)  # type: ignore[return-value]
+        except Exception as error:
+            if available():
+                raise
+            raise unavailable(what, error) from error
+
+
+def unavailable(what: str, error: BaseException | None = None) -> TorchScriptUnavailableError:
+    """The error for ``what`` needing TorchScript where it is unavailable."""
+    cause = f" ({type(error).__name__}: {error})" if error is not None else ""
+    return TorchScriptUnavailableError(
+        f"TorchScript is unavailable in this process{cause}: {what} needs it. Use a "
+        "typing.Protocol interface (or none) to run RemoteModules without TorchScript."
+    )
+
+
+@functools.cache
+def available() -> bool:
+    """Whether ``torch.jit.script`` can compile a function here (checked once, on demand)."""
+
+    def probe(x: int) -> int:
+        return x + 1
+
+    try:
+        with on_purpose():
+            torch.jit.script(probe)
+    except Exception:
+        return False
+    return True
+
+
+# --- Cheap repeated torch.jit.script(rm) ---------------------------------------------------
+
+_recursive = getattr(torch.jit, "_recursive", None)
+_ScriptMethodStub: Any = getattr(_recursive, "ScriptMethodStub", None)
+_make_stub: Any = getattr(_recursive, "make_stub", None)
+_EXPORT = getattr(getattr(torch._jit_internal, "FunctionModifiers", None), "EXPORT", None)
+_STUBS_SUPPORTED = _ScriptMethodStub is not None and _make_stub is not None and _EXPORT is not None
+
+_parsed_lock = threading.Lock()
+# function -> (resolution callback, parsed def): what torch would compute on every script.
+_parsed: weakref.WeakKeyDictionary[Callable[..., Any], tuple[Any, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+if _STUBS_SUPPORTED:
+
+    class _BoundStub(_ScriptMethodStub):
+        """A method's compile stub that is also the method bound to its module."""
+
+        _torchscript_modifier = _EXPORT  # an exported method, for torch's method search
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return self.original_method(self._rm_self, *args, **kwargs)
+
+
+def use_script_stubs(module: torch.nn.Module, functions: list[Callable[..., Any]]) -> None:
+    """Replace ``module``'s methods named like ``functions`` (plain functions taking ``self``,
+    exported for TorchScript) with cached stubs bound to ``module``."""
+    if not _STUBS_SUPPORTED:
+        return
+    for function in functions:
+        stub = _BoundStub(*_parse(function), function)
+        stub._rm_self = module
+        module.__dict__[function.__name__] = stub
+
+
+def _parse(function: Callable[..., Any]) -> tuple[Any, Any]:
+    with _parsed_lock:
+        parsed = _parsed.get(function)
+    if parsed is None:
+        stub = _make_stub(function, function.__name__)
+        parsed = (stub.resolution_callback, stub.def_)
+        with _parsed_lock:
+            _parsed[function] = parsed
+    return parsed
