@@ -14,13 +14,11 @@ By default every worker is spawned here on 127.0.0.1. With ``RANK``/``WORLD_SIZE
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import multiprocessing
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -30,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -39,6 +37,8 @@ import torch.distributed.rpc as rpc
 from torch import Tensor, nn
 from torch.distributed.optim import DistributedOptimizer
 from torch.nn.parallel import DistributedDataParallel
+
+from remote_module._process import end_processes, exit_now, free_ports
 
 __all__ = ["DemoConfig", "Features", "SyntheticBags", "main"]
 
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
         master_port = int(os.environ.get("MASTER_PORT", "29500"))
-        _exit_now(
+        exit_now(
             _run_worker(rank, world_size, config, addr, master_port, master_port + 1, from_env=True)
         )
     return _spawn_all(config)
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _spawn_all(config: DemoConfig) -> int:
     """Start every worker on 127.0.0.1, wait, and clean up on success, error and Ctrl-C."""
     world_size = FIRST_TRAINER + config.trainers
-    port, store_port = _free_ports(2)
+    port, store_port = free_ports(2)
     context = multiprocessing.get_context("spawn")
     processes = [
         context.Process(
@@ -120,7 +120,7 @@ def _spawn_all(config: DemoConfig) -> int:
         print("\nremote-module demo: interrupted; stopping workers", file=sys.stderr)
         return 130
     finally:
-        _stop(processes)
+        end_processes(processes, grace_s=5.0, terminate=True)
 
 
 def _supervise(processes: list[Any], config: DemoConfig) -> int:
@@ -142,31 +142,11 @@ def _supervise(processes: list[Any], config: DemoConfig) -> int:
         master.join(timeout=0.2)
 
 
-def _stop(processes: list[Any]) -> None:
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(timeout=5)
-        if process.is_alive() and process.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.join(timeout=5)
-
-
 def _spawned_worker(
     rank: int, world_size: int, config: DemoConfig, port: int, store_port: int
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
-    _exit_now(_run_worker(rank, world_size, config, "127.0.0.1", port, store_port))
-
-
-def _exit_now(code: int) -> NoReturn:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip interpreter teardown: RPC and gloo threads still parked in C++ can abort a
-    # normal exit ("exception not rethrown") after all work is done.
-    os._exit(code)
+    exit_now(_run_worker(rank, world_size, config, "127.0.0.1", port, store_port))
 
 
 # --- One worker ---------------------------------------------------------------------------
@@ -439,15 +419,6 @@ def _worker_name(rank: int) -> str:
     if rank == PS:
         return "ps"
     return f"trainer{rank - FIRST_TRAINER}"
-
-
-def _free_ports(count: int) -> list[int]:
-    # Held open together, so the ports differ from each other.
-    with contextlib.ExitStack() as stack:
-        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
 
 
 def _one_line(error: BaseException) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.rpc_group import free_port
+from remote_module._process import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--steps", "40", "--batch-size", "16", "--num-embeddings", "2000", "--no-progress"]
