@@ -106,9 +106,9 @@ def test_demo_resumes_from_its_checkpoint(
     saved = torch.load(work / "ckpt.pt", weights_only=True)
     assert saved["steps"] == 40
     assert saved["embedding"]["bag.weight"].shape == (2000, 16)
-    with_bar = [arg for arg in SMALL if arg != "--no-progress"]
     result = _demo(
-        *with_bar,
+        *SMALL,
+        "--progress",
         "--steps",
         "5",
         "--resume",
@@ -120,8 +120,8 @@ def test_demo_resumes_from_its_checkpoint(
         cwd=work,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    # The progress bar ran, and no worker left a semaphore behind.
-    assert "trainer0" in result.stderr and "5/5" in result.stderr, result.stderr[-3000:]
+    # One progress bar ran for both trainers' steps, and no worker left a semaphore behind.
+    assert "training" in result.stderr and "10/10" in result.stderr, result.stderr[-3000:]
     assert "leaked semaphore" not in result.stderr, result.stderr[-3000:]
     resumed = json.loads((work / "resumed.json").read_text())
     assert resumed["first_step"] == 40

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from remote_module.demo import launch
 from remote_module.demo.config import DemoConfig
+from remote_module.demo.data import NUM_CLASSES
 
 DESCRIPTION = "The DDP + RPC hybrid pattern, trained for real on local workers."
 
@@ -28,6 +30,14 @@ def _parse(argv: Sequence[str] | None) -> DemoConfig:
     parser.add_argument("--num-embeddings", type=int, default=defaults.num_embeddings)
     parser.add_argument("--lr", type=float, default=defaults.lr)
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=defaults.eval_every,
+        metavar="N",
+        help="score the held-out split every N steps, besides before the first and after "
+        "the last; 0: only those two",
+    )
     parser.add_argument("--plot", metavar="PATH", help="write a loss-curve PNG (needs matplotlib)")
     parser.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     parser.add_argument(
@@ -40,18 +50,29 @@ def _parse(argv: Sequence[str] | None) -> DemoConfig:
     parser.add_argument(
         "--timeout", type=float, default=defaults.timeout, help="seconds that bound every RPC"
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        help="one progress bar for all trainers (default: when stdout and stderr are terminals)",
+    )
     options = parser.parse_args(argv)
     if options.trainers < 1:
         parser.error("--trainers must be at least 1")
     if options.steps < 1:
         parser.error("--steps must be at least 1")
-    if options.embedding_dim < 1 or options.num_embeddings < 1:
-        parser.error("--embedding-dim and --num-embeddings must be positive")
+    if options.embedding_dim < 1:
+        parser.error("--embedding-dim must be positive")
+    if options.num_embeddings < NUM_CLASSES:
+        parser.error(f"--num-embeddings must be at least {NUM_CLASSES} (one id per class)")
+    if options.eval_every < 0:
+        parser.error("--eval-every must not be negative")
     if not math.isfinite(options.lr) or options.timeout <= 0:
         parser.error("--lr must be finite and --timeout positive")
     if options.resume and not Path(options.resume).is_file():
         parser.error(f"--resume: no such file: {options.resume}")
+    progress = options.progress
+    if progress is None:  # a bar only where someone watches
+        progress = sys.stdout.isatty() and sys.stderr.isatty()
     return DemoConfig(
         trainers=options.trainers,
         steps=options.steps,
@@ -60,10 +81,11 @@ def _parse(argv: Sequence[str] | None) -> DemoConfig:
         num_embeddings=options.num_embeddings,
         lr=options.lr,
         seed=options.seed,
+        eval_every=options.eval_every,
         plot=options.plot,
         json=options.json,
         checkpoint=options.checkpoint or None,
         resume=options.resume,
         timeout=options.timeout,
-        progress=not options.no_progress,
+        progress=progress,
     )

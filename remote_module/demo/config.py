@@ -13,17 +13,18 @@ class DemoConfig:
 
     trainers: int = 2
     steps: int = 300
-    batch_size: int = 32
+    batch_size: int = 64
     embedding_dim: int = 16
     num_embeddings: int = 100_000
-    lr: float = 0.2
+    lr: float = 0.5
     seed: int = 0
+    eval_every: int = 50
     plot: str | None = None
     json: str | None = None
     checkpoint: str | None = "remote_module_demo.pt"
     resume: str | None = None
     timeout: float = 120.0
-    progress: bool = True
+    progress: bool = False
 
 
 def worker_name(rank: int) -> str:

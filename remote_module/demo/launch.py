@@ -13,10 +13,11 @@ import warnings
 from datetime import timedelta
 from typing import Any
 
+import torch
 import torch.distributed as dist
 import torch.distributed.rpc as rpc
 
-from remote_module._process import end_processes, exit_now, free_ports
+from remote_module._process import end_processes, exit_now, exit_when_orphaned, free_ports
 from remote_module.demo import roles
 from remote_module.demo.config import FIRST_TRAINER, MASTER, DemoConfig, worker_name
 
@@ -27,57 +28,6 @@ def run(config: DemoConfig) -> int:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return _join_from_env(config)
     return _spawn_all(config)
-
-
-def _run_worker(
-    rank: int,
-    world_size: int,
-    config: DemoConfig,
-    addr: str,
-    port: int,
-    store_port: int,
-    from_env: bool = False,
-) -> int:
-    warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", message="You are using a Backend", category=UserWarning)
-    options = rpc.TensorPipeRpcBackendOptions(
-        # Under torchrun, env:// joins the launcher's own store on MASTER_PORT.
-        init_method="env://" if from_env else f"tcp://{addr}:{port}",
-        rpc_timeout=config.timeout,
-        num_worker_threads=16,
-    )
-    try:
-        # The trainers' gloo group meets at a store the master hosts (MASTER_PORT + 1 under a
-        # launcher), and forms before RPC does, so no trainer is asked to train before DDP can
-        # start.
-        store = dist.TCPStore(
-            addr,
-            store_port,
-            is_master=rank == MASTER,
-            wait_for_workers=False,
-            timeout=timedelta(seconds=config.timeout),
-        )
-        if rank >= FIRST_TRAINER:
-            dist.init_process_group(
-                "gloo",
-                store=dist.PrefixStore("trainers", store),
-                rank=rank - FIRST_TRAINER,
-                world_size=world_size - FIRST_TRAINER,
-            )
-        rpc.init_rpc(
-            worker_name(rank), rank=rank, world_size=world_size, rpc_backend_options=options
-        )
-        if rank == MASTER:
-            roles.master(config)
-    except Exception as error:  # one clear line, then the supervisor stops everyone
-        print(f"remote-module demo: {worker_name(rank)}: {_one_line(error)}", file=sys.stderr)
-        if os.environ.get("REMOTE_MODULE_DEMO_DEBUG"):
-            traceback.print_exc()
-        return 1
-    rpc.shutdown(graceful=True)
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    return 0
 
 
 def _join_from_env(config: DemoConfig) -> int:
@@ -143,7 +93,66 @@ def _spawned_worker(
     rank: int, world_size: int, config: DemoConfig, port: int, store_port: int
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
+    exit_when_orphaned()  # and if the supervisor is killed, nobody waits for the group
     exit_now(_run_worker(rank, world_size, config, "127.0.0.1", port, store_port))
+
+
+def _run_worker(
+    rank: int,
+    world_size: int,
+    config: DemoConfig,
+    addr: str,
+    port: int,
+    store_port: int,
+    from_env: bool = False,
+) -> int:
+    _prepare_worker_process()
+    options = rpc.TensorPipeRpcBackendOptions(
+        # Under torchrun, env:// joins the launcher's own store on MASTER_PORT.
+        init_method="env://" if from_env else f"tcp://{addr}:{port}",
+        rpc_timeout=config.timeout,
+        num_worker_threads=16,
+    )
+    try:
+        # The trainers' gloo group meets at a store the master hosts (MASTER_PORT + 1 under a
+        # launcher), and forms before RPC does, so no trainer is asked to train before DDP can
+        # start.
+        store = dist.TCPStore(
+            addr,
+            store_port,
+            is_master=rank == MASTER,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=config.timeout),
+        )
+        if rank >= FIRST_TRAINER:
+            dist.init_process_group(
+                "gloo",
+                store=dist.PrefixStore("trainers", store),
+                rank=rank - FIRST_TRAINER,
+                world_size=world_size - FIRST_TRAINER,
+            )
+        rpc.init_rpc(
+            worker_name(rank), rank=rank, world_size=world_size, rpc_backend_options=options
+        )
+        if rank == MASTER:
+            roles.master(config)
+    except Exception as error:  # one clear line, then the supervisor stops everyone
+        print(f"remote-module demo: {worker_name(rank)}: {_one_line(error)}", file=sys.stderr)
+        if os.environ.get("REMOTE_MODULE_DEMO_DEBUG"):
+            traceback.print_exc()
+        return 1
+    rpc.shutdown(graceful=True)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return 0
+
+
+def _prepare_worker_process() -> None:
+    warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message="You are using a Backend", category=UserWarning)
+    # The sparse embedding gradients come from torch's own backward; torch warns when the
+    # choice not to check them is left implicit.
+    torch.sparse.check_sparse_tensor_invariants.disable()
 
 
 def _one_line(error: BaseException) -> str:
