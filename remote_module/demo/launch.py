@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import time
 import traceback
 import warnings
 from datetime import timedelta
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 import torch.distributed as dist
@@ -21,6 +22,17 @@ from remote_module._process import end_processes, exit_now, exit_when_orphaned, 
 from remote_module.demo import roles
 from remote_module.demo.config import FIRST_TRAINER, MASTER, DemoConfig, worker_name
 
+# TorchScript's deprecation notices, for the demo's purposeful use of it: scripting the
+# feature extractor and the stubs, DistributedOptimizer scripting functional optimizers, and
+# torch.distributed.optim scripting at import. DeprecationWarning on torch 2.13, FutureWarning
+# from 2.14.
+TORCHSCRIPT_NOTICES = re.compile(
+    r"`torch\.jit\.script` is deprecated"
+    r"|`torch\.jit\.interface` is deprecated"
+    r"|`TorchScript` support for functional optimizers is deprecated"
+)
+TORCHSCRIPT_NOTICE_CATEGORIES = (DeprecationWarning, FutureWarning)
+
 
 def run(config: DemoConfig) -> int:
     """Run the demo: join as one rank when ``RANK`` and ``WORLD_SIZE`` are set (``torchrun``
@@ -28,6 +40,37 @@ def run(config: DemoConfig) -> int:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return _join_from_env(config)
     return _spawn_all(config)
+
+
+def quiet_torchscript_notices() -> None:
+    """Hide exactly ``TORCHSCRIPT_NOTICES`` (of ``TORCHSCRIPT_NOTICE_CATEGORIES``) in this
+    process, and let every other warning through.
+
+    For a worker process, which exists to run the demo: the notices come from RPC threads
+    too (the parameter server scripts what trainers send it), so no ``catch_warnings``
+    block on one thread could scope them.
+    """
+    for category in TORCHSCRIPT_NOTICE_CATEGORIES:
+        warnings.filterwarnings("ignore", message=TORCHSCRIPT_NOTICES.pattern, category=category)
+    # torch.distributed.optim warns under simplefilter("always"), which outranks any filter,
+    # so the same test also runs where warnings are shown.
+    show = warnings.showwarning
+
+    def show_unless_notice(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if not (
+            issubclass(category, TORCHSCRIPT_NOTICE_CATEGORIES)
+            and TORCHSCRIPT_NOTICES.match(str(message))
+        ):
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show_unless_notice
 
 
 def _join_from_env(config: DemoConfig) -> int:
@@ -148,8 +191,11 @@ def _run_worker(
 
 
 def _prepare_worker_process() -> None:
-    warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", message="You are using a Backend", category=UserWarning)
+    quiet_torchscript_notices()
+    # rpc.shutdown() goes through a deprecated ProcessGroup path inside torch itself.
+    warnings.filterwarnings(
+        "ignore", message="You are using a Backend .*ProcessGroupGloo", category=UserWarning
+    )
     # The sparse embedding gradients come from torch's own backward; torch warns when the
     # choice not to check them is left implicit.
     torch.sparse.check_sparse_tensor_invariants.disable()
