@@ -21,7 +21,7 @@ class DemoConfig:
     eval_every: int = 50
     plot: str | None = None
     json: str | None = None
-    checkpoint: str | None = "remote_module_demo.pt"
+    checkpoint: str | None = None
     resume: str | None = None
     timeout: float = 120.0
     progress: bool = False
