@@ -110,8 +110,8 @@ def test_demo_learns_the_held_out_split(
     assert [e["step"] for e in evaluations] == [0, 20, 40]
     assert all(e.keys() == {"step", "accuracy", "loss"} for e in evaluations)
     before, after = evaluations[0], evaluations[-1]
-    assert before["accuracy"] < 0.5, evaluations  # chance is 0.25
-    assert after["accuracy"] >= 0.9, evaluations
+    assert after["accuracy"] >= 0.9, evaluations  # chance is 0.25
+    assert after["accuracy"] - before["accuracy"] >= 0.4, evaluations  # learnt, not given
     assert summary["held_out_accuracy"] == after["accuracy"]
     assert after["loss"] <= before["loss"] / 2, evaluations
     assert summary["last_loss_mean"] <= summary["first_loss_mean"] / 2, summary["losses"]

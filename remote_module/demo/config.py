@@ -16,7 +16,7 @@ class DemoConfig:
     batch_size: int = 64
     embedding_dim: int = 16
     num_embeddings: int = 100_000
-    lr: float = 0.5
+    lr: float = 0.3
     seed: int = 0
     eval_every: int = 50
     plot: str | None = None

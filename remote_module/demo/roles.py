@@ -137,6 +137,7 @@ def _train(
     if config.batch_size <= 0:
         raise ValueError(f"--batch-size must be positive, got {config.batch_size}")
     features = torch.jit.script(Features(embedding))
+    torch.manual_seed(config.seed)  # the head starts the same in every run
     head = nn.Linear(config.embedding_dim, NUM_CLASSES)
     if head_state is not None:
         head.load_state_dict(head_state)
