@@ -68,6 +68,7 @@ def master(config: DemoConfig) -> None:
     head_state = checkpoint["head"] if checkpoint is not None else None
     first_step = int(checkpoint["steps"]) if checkpoint is not None else 0
     progress = report.Progress(config.trainers * config.steps) if config.progress else None
+    progress_rref = None if progress is None else rpc.RRef(progress)
     started = time.perf_counter()
     try:
         futures = [
@@ -80,7 +81,7 @@ def master(config: DemoConfig) -> None:
                     rank - FIRST_TRAINER,
                     head_state,
                     first_step,
-                    None if progress is None else rpc.RRef(progress),
+                    progress_rref,
                 ),
                 timeout=config.timeout + 5.0 * config.steps,  # a whole training run
             )
