@@ -16,13 +16,11 @@ per-repeat paired ratios against the row's reference (the floor, unless noted).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.spec import DEFAULT_REPEATS, FIGURES, SIZES, Figure
+from remote_module._process import end_processes, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 # Per process pair (or single process): start-up, calibration and every repeat.
@@ -47,20 +46,6 @@ class BenchmarkError(RuntimeError):
 
 
 # --- Processes ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(process.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=10)
 
 
 def _tail(path: Path, limit: int = 3000) -> str:
@@ -111,8 +96,7 @@ def run_workers(
                 )
         _wait_all(processes, logs, tag, timeout_s)
     finally:
-        for process in processes.values():
-            _kill(process)
+        end_processes(list(processes.values()), grace_s=0)
     return json.loads(out.read_text())
 
 

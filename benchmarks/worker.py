@@ -8,31 +8,17 @@ import gc
 import json
 import os
 import sys
-import threading
-import time
 import traceback
 import warnings
-from typing import NoReturn
+
+from remote_module._process import exit_now, exit_when_orphaned
 
 RPC_TIMEOUT_S = 120.0
 SHUTDOWN_TIMEOUT_S = 900.0
 
 
-def _exit_with_parent() -> None:
-    """End this process when the runner that started it is gone (killed, not just done)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                _exit_now(3)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
 def main(argv: list[str]) -> int:
-    _exit_with_parent()
+    exit_when_orphaned(code=3)  # the runner is gone (killed, not just done)
     # TorchScript is deprecated in this torch; the benchmarks use it on purpose.
     warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
     name, rank_text, port_text, size, repeats_text, out = argv[:6]
@@ -80,17 +66,10 @@ def _write(path: str, result: object) -> None:
     os.replace(tmp, path)
 
 
-def _exit_now(code: int) -> NoReturn:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip interpreter teardown: RPC threads parked in C++ can abort a normal exit.
-    os._exit(code)
-
-
 if __name__ == "__main__":
     try:
         code = main(sys.argv[1:])
     except BaseException:
         traceback.print_exc()
         code = 1
-    _exit_now(code)
+    exit_now(code)

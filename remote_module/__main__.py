@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from remote_module._version import __version__
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``remote-module`` console script."""
@@ -14,6 +16,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="remote-module",
         description="remote_module: TorchScript-first remote nn.Modules on torch.distributed.rpc",
     )
+    parser.add_argument("--version", action="version", version=f"remote-module {__version__}")
     parser.add_argument("command", choices=["demo"], help="demo: train a hybrid DDP + RPC model")
     if not args or args[0] not in ("demo",):
         parser.parse_args(args[:1] or ["--help"])

@@ -16,8 +16,9 @@ from typing import Any
 
 import torch.distributed.rpc as rpc
 
+from remote_module._process import exit_when_orphaned
 from tests import reliability_helpers
-from tests.rpc_group import RPC_TIMEOUT_S, exit_when_orphaned
+from tests.rpc_group import RPC_TIMEOUT_S
 
 # Retried by the RRef protocol, so failing them must not change any result.
 RREF_MESSAGES = ("RREF_FORK_REQUEST", "RREF_CHILD_ACCEPT", "RREF_USER_DELETE")

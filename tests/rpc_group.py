@@ -5,39 +5,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch.distributed.rpc as rpc
 
+from remote_module._process import end_processes, free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 60.0
 RPC_TIMEOUT_S = 60.0
-
-
-def exit_when_orphaned() -> None:
-    """In a worker: exit once the test process that started it is gone (a crash, a kill),
-    instead of waiting for the group forever."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def backend_options(port: int, timeout: float = RPC_TIMEOUT_S) -> rpc.TensorPipeRpcBackendOptions:
@@ -60,18 +39,6 @@ def start_workers(world_size: int, port: int, first_rank: int = 1) -> list[subpr
         )
         for rank in range(first_rank, world_size)
     ]
-
-
-def end_processes(processes: list[subprocess.Popen[bytes]], grace_s: float = 20.0) -> None:
-    deadline = time.monotonic() + grace_s
-    for process in processes:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-    for process in processes:
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,8 @@ import warnings
 
 import torch.distributed.rpc as rpc
 
-from tests.rpc_group import backend_options, exit_when_orphaned
+from remote_module._process import exit_when_orphaned
+from tests.rpc_group import backend_options
 
 if __name__ == "__main__":
     exit_when_orphaned()

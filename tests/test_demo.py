@@ -7,19 +7,26 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.rpc_group import free_port
+import remote_module
+from remote_module.__main__ import main as remote_module_main
+from remote_module._process import free_port
+from remote_module.demo import cli, launch
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = ["--steps", "40", "--batch-size", "16", "--num-embeddings", "2000", "--no-progress"]
+# Small enough for seconds of training, large enough to learn the held-out split.
+SMALL = ["--steps", "40", "--batch-size", "16", "--num-embeddings", "2000"]
 
 
-def _demo(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def _demo(
+    *args: str, cwd: Path, timeout: float = 180, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **extra_env)
     return subprocess.run(
         [sys.executable, "-m", "remote_module", "demo", *args],
         cwd=cwd,
@@ -51,8 +58,8 @@ def first_run(
     work = tmp_path_factory.mktemp("demo")
     result = _demo(
         *SMALL,
-        "--lr",
-        "0.3",
+        "--eval-every",
+        "20",
         "--json",
         "summary.json",
         "--plot",
@@ -60,6 +67,8 @@ def first_run(
         "--checkpoint",
         "ckpt.pt",
         cwd=work,
+        # Shows the DeprecationWarnings Python hides by default, in every worker too.
+        PYTHONWARNINGS="default",
     )
     return result, work
 
@@ -77,6 +86,8 @@ def test_demo_trains_and_reports(first_run: tuple[subprocess.CompletedProcess[st
         "first_loss",
         "last_loss",
         "losses",
+        "held_out_accuracy",
+        "evaluations",
     }
     assert expected <= summary.keys()
     assert summary["steps"] == 40 and summary["trainers"] == 2
@@ -85,6 +96,35 @@ def test_demo_trains_and_reports(first_run: tuple[subprocess.CompletedProcess[st
     assert len(summary["losses"]) == 40
     assert summary["last_loss_mean"] < summary["first_loss_mean"] - 0.05, summary["losses"]
     assert "remote calls" in result.stdout and "last loss" in result.stdout
+    assert "held-out accuracy" in result.stdout
+
+
+def test_demo_learns_the_held_out_split(
+    first_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, work = first_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((work / "summary.json").read_text())
+    evaluations = summary["evaluations"]
+    # Before the first step, every --eval-every steps, after the last.
+    assert [e["step"] for e in evaluations] == [0, 20, 40]
+    assert all(e.keys() == {"step", "accuracy", "loss"} for e in evaluations)
+    before, after = evaluations[0], evaluations[-1]
+    assert after["accuracy"] >= 0.9, evaluations  # chance is 0.25
+    assert after["accuracy"] - before["accuracy"] >= 0.4, evaluations  # learnt, not given
+    assert summary["held_out_accuracy"] == after["accuracy"]
+    assert after["loss"] <= before["loss"] / 2, evaluations
+    assert summary["last_loss_mean"] <= summary["first_loss_mean"] / 2, summary["losses"]
+
+
+def test_a_run_prints_no_warning_and_no_bar_when_not_on_a_terminal(
+    first_run: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    result, _ = first_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    for text in ("warn", "deprecat"):
+        assert text not in result.stderr.lower(), result.stderr[-3000:]
+    assert "step/s" not in result.stderr and "training" not in result.stderr, result.stderr
 
 
 def test_demo_writes_a_png_or_says_matplotlib_is_missing(
@@ -106,9 +146,11 @@ def test_demo_resumes_from_its_checkpoint(
     saved = torch.load(work / "ckpt.pt", weights_only=True)
     assert saved["steps"] == 40
     assert saved["embedding"]["bag.weight"].shape == (2000, 16)
-    with_bar = [arg for arg in SMALL if arg != "--no-progress"]
     result = _demo(
-        *with_bar,
+        *SMALL,
+        "--progress",
+        "--eval-every",
+        "0",
         "--steps",
         "5",
         "--resume",
@@ -120,11 +162,14 @@ def test_demo_resumes_from_its_checkpoint(
         cwd=work,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    # The progress bar ran, and no worker left a semaphore behind.
-    assert "trainer0" in result.stderr and "5/5" in result.stderr, result.stderr[-3000:]
+    # One progress bar ran for both trainers' steps, and no worker left a semaphore behind.
+    assert "training" in result.stderr and "10/10" in result.stderr, result.stderr[-3000:]
     assert "leaked semaphore" not in result.stderr, result.stderr[-3000:]
     resumed = json.loads((work / "resumed.json").read_text())
     assert resumed["first_step"] == 40
+    # The embedding and the head both come back: accurate before the first resumed step.
+    assert [e["step"] for e in resumed["evaluations"]] == [40, 45]
+    assert resumed["evaluations"][0]["accuracy"] >= 0.85, resumed["evaluations"]
     # Starting from trained weights, the first resumed losses are near the end of the first run.
     first = json.loads((work / "summary.json").read_text())
     assert resumed["first_loss_mean"] < first["first_loss_mean"]
@@ -133,15 +178,15 @@ def test_demo_resumes_from_its_checkpoint(
 
 def test_a_failing_trainer_ends_the_demo_with_a_clear_error(tmp_path: Path) -> None:
     started = time.monotonic()
-    result = _demo(*SMALL, "--batch-size", "0", "--checkpoint", "", cwd=tmp_path, timeout=120)
+    result = _demo(*SMALL, "--batch-size", "0", cwd=tmp_path, timeout=120)
     assert result.returncode != 0
     assert "--batch-size must be positive" in result.stderr
     assert time.monotonic() - started < 100
 
 
-def test_no_worker_process_is_left_behind(tmp_path: Path) -> None:
+def test_a_run_leaves_no_worker_process_and_no_file_behind(tmp_path: Path) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "remote_module", "demo", *SMALL, "--steps", "3", "--checkpoint", ""],
+        [sys.executable, "-m", "remote_module", "demo", *SMALL, "--steps", "3"],
         cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
         stdout=subprocess.DEVNULL,
@@ -159,6 +204,8 @@ def test_no_worker_process_is_left_behind(tmp_path: Path) -> None:
     ):
         time.sleep(0.2)
     assert not alive, f"worker processes left behind: {alive}"
+    # No checkpoint (or anything else) unless a flag asks for it.
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_under_torchrun_every_rank_joins_instead_of_spawning(tmp_path: Path) -> None:
@@ -178,8 +225,6 @@ def test_under_torchrun_every_rank_joins_instead_of_spawning(tmp_path: Path) -> 
             *SMALL,
             "--steps",
             "10",
-            "--checkpoint",
-            "",
             "--json",
             "torchrun.json",
         ],
@@ -193,3 +238,50 @@ def test_under_torchrun_every_rank_joins_instead_of_spawning(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "torchrun.json").read_text())
     assert summary["steps"] == 10 and summary["remote_calls"] == 20
+
+
+def test_every_flag_has_help_and_its_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        remote_module_main(["demo", "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    assert "``" not in text and "::" not in text, text  # plain text, not reST
+    settings = [
+        action for action in cli.build_parser()._actions if action.dest not in ("help", "version")
+    ]
+    assert len(settings) >= 14
+    for action in settings:
+        assert action.help and "(default: " in action.help, action.option_strings
+        assert action.option_strings[0] in text
+    assert "(default: 300)" in text  # defaults are rendered, not left as %(default)s
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["demo", "--version"]])
+def test_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        remote_module_main(argv)
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"remote-module {remote_module.__version__}\n"
+
+
+def test_only_torchscript_deprecation_notices_are_hidden() -> None:
+    hidden = [
+        ("`torch.jit.script` is deprecated. Please switch", DeprecationWarning),
+        ("`torch.jit.interface` is deprecated. Please use", FutureWarning),
+        ("`TorchScript` support for functional optimizers is deprecated", DeprecationWarning),
+    ]
+    shown = [
+        ("`torch.jit.trace` is deprecated", DeprecationWarning),
+        ("`torch.jit.script` is deprecated", UserWarning),
+        ("something else is deprecated", DeprecationWarning),
+    ]
+    with warnings.catch_warnings(record=True) as caught:  # restores filters and showwarning
+        warnings.simplefilter("always")
+        launch.quiet_torchscript_notices()
+        for message, category in hidden + shown:
+            warnings.warn(message, category, stacklevel=1)
+            with warnings.catch_warnings():
+                # Past every filter, as torch.distributed.optim raises its notice.
+                warnings.simplefilter("always")
+                warnings.warn(message, category, stacklevel=1)
+    assert [(str(w.message), w.category) for w in caught] == [w for w in shown for _ in range(2)]

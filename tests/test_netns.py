@@ -19,8 +19,9 @@ import torch
 import torch.distributed.rpc as rpc
 
 from remote_module import RemoteModule
+from remote_module._process import end_processes, free_port
 from tests.interfaces import LinearInterface, ScaledLinear
-from tests.rpc_group import ROOT, end_processes, free_port
+from tests.rpc_group import ROOT
 
 SUFFIX = f"{os.getpid() % 100000}"
 NAMESPACE = f"rmtest{SUFFIX}"

@@ -29,9 +29,10 @@ import torch.distributed.rpc as rpc
 from torch import Tensor
 
 from remote_module import RemoteModule
+from remote_module._process import end_processes, free_port
 from tests import reliability_helpers as helpers
 from tests.faulty_worker import RREF_MESSAGES, backend, faulty_options
-from tests.rpc_group import ROOT, end_processes, free_port
+from tests.rpc_group import ROOT
 
 pytestmark = pytest.mark.own_process  # one RPC group per process (see tests/conftest.py)
 

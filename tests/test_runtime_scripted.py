@@ -394,7 +394,8 @@ NO_JIT_SCRIPT = textwrap.dedent(
     import torch.distributed.rpc as rpc
     from remote_module import RemoteModule
     from tests.interfaces import LinearInterface, ScaledLinear
-    from tests.rpc_group import backend_options, free_port
+    from remote_module._process import free_port
+    from tests.rpc_group import backend_options
 
     rpc.init_rpc("worker0", rank=0, world_size=1, rpc_backend_options=backend_options(free_port()))
     try:

@@ -22,12 +22,15 @@ class EmbeddingBagInterface:
 
 
 class RemoteEmbeddingBag(nn.Module):
-    """``nn.EmbeddingBag`` (mean pooling) with the interface's methods."""
+    """``nn.EmbeddingBag`` (mean pooling) with the interface's methods. With ``sparse``, the
+    weight's gradient is sparse: a step costs the rows a batch touched, not the whole table."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, seed: int = 0) -> None:
+    def __init__(
+        self, num_embeddings: int, embedding_dim: int, seed: int = 0, sparse: bool = False
+    ) -> None:
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
-        self.bag = nn.EmbeddingBag(num_embeddings, embedding_dim, mode="mean")
+        self.bag = nn.EmbeddingBag(num_embeddings, embedding_dim, mode="mean", sparse=sparse)
         with torch.no_grad():
             self.bag.weight.copy_(
                 torch.randn(num_embeddings, embedding_dim, generator=generator) * 0.1

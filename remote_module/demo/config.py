@@ -1,0 +1,36 @@
+"""The demo's settings and the names of its roles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MASTER, PS, FIRST_TRAINER = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """One run's settings: the flags of ``remote-module demo``."""
+
+    trainers: int = 2
+    steps: int = 300
+    batch_size: int = 64
+    embedding_dim: int = 16
+    num_embeddings: int = 100_000
+    lr: float = 0.3
+    seed: int = 0
+    eval_every: int = 50
+    plot: str | None = None
+    json: str | None = None
+    checkpoint: str | None = None
+    resume: str | None = None
+    timeout: float = 120.0
+    progress: bool = False
+
+
+def worker_name(rank: int) -> str:
+    """The RPC name of ``rank``: ``master``, ``ps``, then ``trainer0``, ``trainer1``, ..."""
+    if rank == MASTER:
+        return "master"
+    if rank == PS:
+        return "ps"
+    return f"trainer{rank - FIRST_TRAINER}"

@@ -1,0 +1,210 @@
+"""Starting the demo's workers: spawned here on 127.0.0.1, or joined under ``torchrun``;
+supervised until the master is done, and stopped on success, error and Ctrl-C."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import signal
+import sys
+import time
+import traceback
+import warnings
+from datetime import timedelta
+from typing import Any, TextIO
+
+import torch
+import torch.distributed as dist
+import torch.distributed.rpc as rpc
+
+from remote_module._process import end_processes, exit_now, exit_when_orphaned, free_ports
+from remote_module.demo import roles
+from remote_module.demo.config import FIRST_TRAINER, MASTER, DemoConfig, worker_name
+
+# TorchScript's deprecation notices, for the demo's purposeful use of it: scripting the
+# feature extractor and the stubs, DistributedOptimizer scripting functional optimizers, and
+# torch.distributed.optim scripting at import. DeprecationWarning on torch 2.13, FutureWarning
+# from 2.14.
+TORCHSCRIPT_NOTICES = re.compile(
+    r"`torch\.jit\.script` is deprecated"
+    r"|`torch\.jit\.interface` is deprecated"
+    r"|`TorchScript` support for functional optimizers is deprecated"
+)
+TORCHSCRIPT_NOTICE_CATEGORIES = (DeprecationWarning, FutureWarning)
+
+
+def run(config: DemoConfig) -> int:
+    """Run the demo: join as one rank when ``RANK`` and ``WORLD_SIZE`` are set (``torchrun``
+    sets them), otherwise spawn every worker here on 127.0.0.1. Returns the exit status."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return _join_from_env(config)
+    return _spawn_all(config)
+
+
+def quiet_torchscript_notices() -> None:
+    """Hide exactly ``TORCHSCRIPT_NOTICES`` (of ``TORCHSCRIPT_NOTICE_CATEGORIES``) in this
+    process, and let every other warning through.
+
+    For a worker process, which exists to run the demo: the notices come from RPC threads
+    too (the parameter server scripts what trainers send it), so no ``catch_warnings``
+    block on one thread could scope them.
+    """
+    for category in TORCHSCRIPT_NOTICE_CATEGORIES:
+        warnings.filterwarnings("ignore", message=TORCHSCRIPT_NOTICES.pattern, category=category)
+    # torch.distributed.optim warns under simplefilter("always"), which outranks any filter,
+    # so the same test also runs where warnings are shown.
+    show = warnings.showwarning
+
+    def show_unless_notice(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if not (
+            issubclass(category, TORCHSCRIPT_NOTICE_CATEGORIES)
+            and TORCHSCRIPT_NOTICES.match(str(message))
+        ):
+            show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show_unless_notice
+
+
+def _join_from_env(config: DemoConfig) -> int:
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if world_size != FIRST_TRAINER + config.trainers:
+        print(
+            f"remote-module demo: error: WORLD_SIZE={world_size} but --trainers "
+            f"{config.trainers} needs {FIRST_TRAINER + config.trainers} processes "
+            "(master, ps, trainers)",
+            file=sys.stderr,
+        )
+        return 2
+    addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    master_port = int(os.environ.get("MASTER_PORT", "29500"))
+    exit_now(_run_worker(rank, world_size, config, addr, master_port, master_port + 1, True))
+
+
+def _spawn_all(config: DemoConfig) -> int:
+    """Start every worker on 127.0.0.1, wait, and clean up on success, error and Ctrl-C."""
+    world_size = FIRST_TRAINER + config.trainers
+    port, store_port = free_ports(2)
+    context = multiprocessing.get_context("spawn")
+    processes = [
+        context.Process(
+            target=_spawned_worker,
+            args=(rank, world_size, config, port, store_port),
+            name=worker_name(rank),
+            daemon=False,
+        )
+        for rank in range(world_size)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        return _supervise(processes, config)
+    except KeyboardInterrupt:
+        print("\nremote-module demo: interrupted; stopping workers", file=sys.stderr)
+        return 130
+    finally:
+        end_processes(processes, grace_s=5.0, terminate=True)
+
+
+def _supervise(processes: list[Any], config: DemoConfig) -> int:
+    master = processes[MASTER]
+    deadline = time.monotonic() + config.timeout + 60 + config.steps * 2.0
+    while True:
+        failed = [p for p in processes if p.exitcode not in (None, 0)]
+        if failed:
+            names = ", ".join(f"{p.name} (exit {p.exitcode})" for p in failed)
+            print(f"remote-module demo: failed: {names}", file=sys.stderr)
+            return 1
+        if master.exitcode == 0:
+            for process in processes:
+                process.join(timeout=30)
+            return 0 if all(p.exitcode == 0 for p in processes) else 1
+        if time.monotonic() > deadline:
+            print("remote-module demo: timed out waiting for the workers", file=sys.stderr)
+            return 1
+        master.join(timeout=0.2)
+
+
+def _spawned_worker(
+    rank: int, world_size: int, config: DemoConfig, port: int, store_port: int
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
+    exit_when_orphaned()  # and if the supervisor is killed, nobody waits for the group
+    exit_now(_run_worker(rank, world_size, config, "127.0.0.1", port, store_port))
+
+
+def _run_worker(
+    rank: int,
+    world_size: int,
+    config: DemoConfig,
+    addr: str,
+    port: int,
+    store_port: int,
+    from_env: bool = False,
+) -> int:
+    _prepare_worker_process()
+    options = rpc.TensorPipeRpcBackendOptions(
+        # Under torchrun, env:// joins the launcher's own store on MASTER_PORT.
+        init_method="env://" if from_env else f"tcp://{addr}:{port}",
+        rpc_timeout=config.timeout,
+        num_worker_threads=16,
+    )
+    try:
+        # The trainers' gloo group meets at a store the master hosts (MASTER_PORT + 1 under a
+        # launcher), and forms before RPC does, so no trainer is asked to train before DDP can
+        # start.
+        store = dist.TCPStore(
+            addr,
+            store_port,
+            is_master=rank == MASTER,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=config.timeout),
+        )
+        if rank >= FIRST_TRAINER:
+            dist.init_process_group(
+                "gloo",
+                store=dist.PrefixStore("trainers", store),
+                rank=rank - FIRST_TRAINER,
+                world_size=world_size - FIRST_TRAINER,
+            )
+        rpc.init_rpc(
+            worker_name(rank), rank=rank, world_size=world_size, rpc_backend_options=options
+        )
+        if rank == MASTER:
+            roles.master(config)
+    except Exception as error:  # one clear line, then the supervisor stops everyone
+        print(f"remote-module demo: {worker_name(rank)}: {_one_line(error)}", file=sys.stderr)
+        if os.environ.get("REMOTE_MODULE_DEMO_DEBUG"):
+            traceback.print_exc()
+        return 1
+    rpc.shutdown(graceful=True)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return 0
+
+
+def _prepare_worker_process() -> None:
+    quiet_torchscript_notices()
+    # rpc.shutdown() goes through a deprecated ProcessGroup path inside torch itself.
+    warnings.filterwarnings(
+        "ignore", message="You are using a Backend .*ProcessGroupGloo", category=UserWarning
+    )
+    # The sparse embedding gradients come from torch's own backward; torch warns when the
+    # choice not to check them is left implicit.
+    torch.sparse.check_sparse_tensor_invariants.disable()
+
+
+def _one_line(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):  # the root cause of an RPC error is its innermost message
+        if "Error" in line and "On WorkerInfo" not in line and not line.startswith("File"):
+            return line[:300]
+    return lines[0][:300] if lines else type(error).__name__

@@ -1,0 +1,213 @@
+"""The demo's roles: the master drives training and reports, the parameter server ``ps`` owns
+the remote embedding (it only serves RPC calls), and each trainer trains the local head."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.autograd as dist_autograd
+import torch.distributed.rpc as rpc
+from torch import Tensor, nn
+from torch.nn import functional
+from torch.nn.parallel import DistributedDataParallel
+
+from remote_module.demo import report
+from remote_module.demo.config import FIRST_TRAINER, PS, DemoConfig, worker_name
+from remote_module.demo.data import NUM_CLASSES, Bags, SyntheticBags
+
+# How often a trainer tells the master's progress bar about its steps.
+PROGRESS_INTERVAL_S = 0.1
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Accuracy and mean cross-entropy on the whole held-out split after ``step`` steps."""
+
+    step: int
+    accuracy: float
+    loss: float
+
+
+@dataclass
+class TrainerStats:
+    """What one trainer measured; the master combines them into the summary."""
+
+    losses: list[float] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
+    remote_calls: int = 0
+    remote_seconds: float = 0.0
+    seconds: float = 0.0
+    samples: int = 0
+    head_state: dict[str, Any] | None = None
+
+
+def master(config: DemoConfig) -> None:
+    """Create the remote embedding on ``ps``, train on every trainer, then report (and
+    checkpoint where ``--checkpoint`` asks)."""
+    import remote_module.examples.generated  # noqa: F401  (build-time stubs register here)
+    from remote_module import RemoteModule
+    from remote_module.examples.embedding import EmbeddingBagInterface, RemoteEmbeddingBag
+
+    checkpoint = torch.load(config.resume, weights_only=True) if config.resume else None
+    embedding: Any = RemoteModule(
+        f"{worker_name(PS)}/cpu",
+        RemoteEmbeddingBag,
+        args=(config.num_embeddings, config.embedding_dim, config.seed),
+        kwargs={"sparse": True},  # each step updates the rows it touched, not the table
+        module_interface_cls=EmbeddingBagInterface,
+        timeout=config.timeout,
+    )
+    if checkpoint is not None:
+        embedding.load_remote_state_dict(checkpoint["embedding"])
+    head_state = checkpoint["head"] if checkpoint is not None else None
+    first_step = int(checkpoint["steps"]) if checkpoint is not None else 0
+    progress = report.Progress(config.trainers * config.steps) if config.progress else None
+    progress_rref = None if progress is None else rpc.RRef(progress)
+    started = time.perf_counter()
+    try:
+        futures = [
+            rpc.rpc_async(
+                worker_name(rank),
+                _train,
+                args=(
+                    embedding,
+                    config,
+                    rank - FIRST_TRAINER,
+                    head_state,
+                    first_step,
+                    progress_rref,
+                ),
+                timeout=config.timeout + 5.0 * config.steps,  # a whole training run
+            )
+            for rank in range(FIRST_TRAINER, FIRST_TRAINER + config.trainers)
+        ]
+        stats: list[TrainerStats] = [future.wait() for future in futures]
+    finally:
+        if progress is not None:
+            progress.close()
+    elapsed = time.perf_counter() - started
+    summary = report.summary(config, stats, elapsed, first_step, embedding.weight_norm())
+    print(report.table(summary))
+    if config.checkpoint:
+        torch.save(
+            {
+                "embedding": embedding.remote_state_dict(),
+                "head": stats[0].head_state,
+                "steps": first_step + config.steps,
+                "config": asdict(config),
+            },
+            config.checkpoint,
+        )
+        print(f"checkpoint: {config.checkpoint}")
+    if config.json:
+        Path(config.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        print(f"summary: {config.json}")
+    if config.plot and report.plot(summary, config.plot):
+        print(f"loss and accuracy curves: {config.plot}")
+
+
+class Features(nn.Module):
+    """The scripted part of the hybrid model: the remote lookup, then a local normalisation."""
+
+    def __init__(self, embedding: nn.Module) -> None:
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, indices: Tensor, offsets: Tensor) -> Tensor:
+        pooled = self.embedding.forward(indices, offsets)
+        return pooled * torch.rsqrt(pooled.pow(2).mean(dim=1, keepdim=True) + 1e-6)
+
+
+def _train(
+    embedding: Any,
+    config: DemoConfig,
+    index: int,
+    head_state: dict[str, Any] | None,
+    first_step: int,
+    progress: rpc.RRef[report.Progress] | None,
+) -> TrainerStats:
+    # Only trainers use it, and its import costs a second: it scripts torch's optimizers.
+    from torch.distributed.optim import DistributedOptimizer
+
+    if config.batch_size <= 0:
+        raise ValueError(f"--batch-size must be positive, got {config.batch_size}")
+    features = torch.jit.script(Features(embedding))
+    torch.manual_seed(config.seed)  # the head starts the same in every run
+    head = nn.Linear(config.embedding_dim, NUM_CLASSES)
+    if head_state is not None:
+        head.load_state_dict(head_state)
+    model = DistributedDataParallel(head)
+    parameters = embedding.remote_parameters() + [rpc.RRef(p) for p in model.parameters()]
+    optimizer = DistributedOptimizer(torch.optim.Adagrad, parameters, lr=config.lr)
+    data = SyntheticBags(config.num_embeddings, config.seed)
+    held_out = data.held_out().share(index, config.trainers)
+    stats = TrainerStats()
+    reporter = _ProgressReporter(progress, lead=index == 0)
+    stats.evaluations.append(_evaluate(features, head, held_out, first_step))
+    started = time.perf_counter()
+    for step in range(first_step, first_step + config.steps):
+        batch = data.training_batch(step, index, config.batch_size)
+        with dist_autograd.context() as context_id:
+            call_started = time.perf_counter()
+            pooled = features(batch.indices, batch.offsets)
+            stats.remote_seconds += time.perf_counter() - call_started
+            stats.remote_calls += 1
+            loss = functional.cross_entropy(model(pooled), batch.labels)
+            dist_autograd.backward(context_id, [loss])
+            optimizer.step(context_id)
+        stats.losses.append(float(loss.item()))
+        done = step + 1
+        last = done == first_step + config.steps
+        if last or (config.eval_every and (done - first_step) % config.eval_every == 0):
+            stats.evaluations.append(_evaluate(features, head, held_out, done))
+        reporter.step(stats.losses[-1], stats.evaluations[-1].accuracy, last)
+    stats.seconds = time.perf_counter() - started
+    stats.samples = config.steps * config.batch_size
+    stats.head_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
+    return stats
+
+
+def _evaluate(features: Any, head: nn.Module, bags: Bags, step: int) -> Evaluation:
+    """Every trainer scores its share of the held-out split through the remote embedding;
+    the sums meet in one all-reduce, so each trainer gets the whole split's figures."""
+    with torch.no_grad():
+        logits = head(features(bags.indices, bags.offsets))
+        totals = torch.stack(
+            [
+                (logits.argmax(dim=1) == bags.labels).sum().double(),
+                functional.cross_entropy(logits, bags.labels, reduction="sum").double(),
+                torch.tensor(len(bags.labels), dtype=torch.float64),
+            ]
+        )
+    dist.all_reduce(totals)
+    correct, loss_sum, count = totals.tolist()
+    return Evaluation(step, correct / count, loss_sum / count)
+
+
+class _ProgressReporter:
+    """A trainer's side of the master's progress bar: its steps, at most every
+    ``PROGRESS_INTERVAL_S``; the lead trainer adds its loss and the held-out accuracy."""
+
+    def __init__(self, progress: rpc.RRef[report.Progress] | None, lead: bool) -> None:
+        self.progress = progress
+        self.lead = lead
+        self.pending = 0
+        self.sent_at = time.monotonic()
+
+    def step(self, loss: float, accuracy: float, last: bool) -> None:
+        if self.progress is None:
+            return
+        self.pending += 1
+        if not last and time.monotonic() - self.sent_at < PROGRESS_INTERVAL_S:
+            return
+        figures = (loss, accuracy) if self.lead else (None, None)
+        future = self.progress.rpc_async().advance(self.pending, *figures)
+        self.pending, self.sent_at = 0, time.monotonic()
+        if last:
+            future.wait()  # the bar shows every step before the master closes it
