@@ -1,10 +1,12 @@
 """``remote-module-codegen``: render generated modules at build time.
 
-    remote-module-codegen MODULE:INTERFACE [...] --output-dir DIR [--check] [--no-cuda]
+    remote-module-codegen MODULE:INTERFACE [...] --output-dir DIR [--path DIR ...]
+                          [--check] [--no-cuda]
 
-Writes one module per interface, ``non_scriptable.py`` and an ``__init__.py`` that imports them
-all (importing the package registers every module with the runtime). Files are rewritten only
-when their bytes change; ``--check`` does the same comparison without writing.
+Writes one module per interface (its remote methods and its typed ``Remote<Interface>``
+class), ``non_scriptable.py`` and an ``__init__.py`` that imports them all and exports the
+typed classes (importing the package registers every module with the runtime). Files are
+rewritten only when their bytes change; ``--check`` does the same comparison without writing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from remote_module._version import __version__
 from remote_module.codegen import api
 from remote_module.codegen.model import parse_interface
 from remote_module.codegen.render import (
@@ -27,6 +30,7 @@ from remote_module.codegen.render import (
     render_non_scriptable,
     render_package_init,
 )
+from remote_module.runtime import torchscript
 
 __all__ = ["ExitCode", "GeneratedFile", "main", "plan"]
 
@@ -53,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``remote-module-codegen`` and ``python -m remote_module.codegen``."""
     try:
         options = _parser().parse_args(argv)
+        for root in reversed(options.path):  # the first --path is searched first
+            if not Path(root).is_dir():
+                raise BadInput(f"--path {root}: no such directory")
+            sys.path.insert(0, str(Path(root).resolve()))
         files = plan(options.interfaces, move_tensors=not options.no_cuda)
         output_dir = Path(options.output_dir)
         if options.check:
@@ -69,7 +77,9 @@ def plan(specs: Sequence[str], move_tensors: bool = True) -> list[GeneratedFile]
     files: dict[str, GeneratedFile] = {}
     modules = [GeneratedModule("non_scriptable")]
     for spec in specs:
-        interface_cls = _load(spec)
+        # Importing the interface runs its @torch.jit.interface: TorchScript we use on purpose.
+        with torchscript.on_purpose():
+            interface_cls = _load(spec)
         try:
             interface = parse_interface(interface_cls)
         except ValueError as error:
@@ -91,6 +101,12 @@ def _load(spec: str) -> type:
     try:
         module = importlib.import_module(module_name)
     except Exception as error:  # any import-time failure is the user's input
+        if not torchscript.available():
+            raise BadInput(
+                f"{spec}: cannot import {module_name}: TorchScript is unavailable in this "
+                f"process, and a @torch.jit.interface needs it ({type(error).__name__}: "
+                f"{error}); a typing.Protocol interface does not"
+            ) from None
         raise BadInput(f"{spec}: cannot import {module_name}: {error}") from None
     target: object = module
     for part in attribute.split("."):
@@ -98,7 +114,9 @@ def _load(spec: str) -> type:
             raise BadInput(f"{spec}: module {module_name} has no attribute {attribute!r}")
         target = getattr(target, part)
     if not isinstance(target, type):
-        raise BadInput(f"{spec}: {attribute} is not a class decorated with @torch.jit.interface")
+        raise BadInput(
+            f"{spec}: {attribute} is not a class (a @torch.jit.interface or a typing.Protocol)"
+        )
     return target
 
 
@@ -138,22 +156,46 @@ class _OneLineParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog=PROG,
-        description="Render remote-module code for @torch.jit.interface classes.",
+        description=(
+            "Render remote-module code for interface classes (@torch.jit.interface or "
+            "typing.Protocol): one importable module per interface with its remote methods "
+            "and its typed Remote<Interface> class, plus the package's __init__.py. Run it at "
+            "build time; --check in CI tells when the files are stale."
+        ),
     )
     parser.add_argument(
-        "interfaces", nargs="*", metavar="MODULE:INTERFACE", help="interfaces to generate"
+        "interfaces",
+        nargs="*",
+        metavar="MODULE:INTERFACE",
+        help="interfaces to generate, e.g. mypkg.scorer:ScorerInterface (default: none, "
+        "which writes only non_scriptable.py and __init__.py)",
     )
-    parser.add_argument("--output-dir", required=True, help="directory for the generated modules")
+    parser.add_argument(
+        "--output-dir",
+        required=True,
+        metavar="DIR",
+        help="directory (a package) for the generated modules; created when missing (required)",
+    )
+    parser.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="add DIR to the import roots MODULE is found from; repeatable (default: only "
+        "the current directory)",
+    )
     parser.add_argument(
         "--check",
         action="store_true",
-        help="write nothing; exit 1 when a file is missing or stale",
+        help="write nothing; exit 1 when a file is missing or stale (default: write)",
     )
     parser.add_argument(
         "--no-cuda",
         action="store_true",
-        help="leave out moving CPU tensors to the module's device (CPU-only deployments)",
+        help="leave out moving CPU tensors to the module's device, for CPU-only "
+        "deployments (default: movement generated)",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser
 
 

@@ -105,6 +105,14 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         generated_methods: list[Callable[..., Any]]
         module_rref: Any  # rpc.RRef[nn.Module]
         timeout: float
+        _rm_bound_interface: Any
+
+        # The generated methods (installed per instance): anything, for type checkers; a
+        # typed class (``Remote<Interface>``) declares exactly its interface's methods.
+        def __getattr__(self, name: str) -> Any: ...
+
+    # The interface a generated typed class (``Remote<Interface>``) is bound to.
+    _rm_bound_interface = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -143,7 +151,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         timeout: float | None = None,
     ) -> None:
         args, kwargs = _check_arguments(args, kwargs)
-        interface_cls = _pick_interface(module_interface_cls, _module_interface_cls)
+        interface_cls = _pick_interface(type(self), module_interface_cls, _module_interface_cls)
         move_tensors = self._prepare(remote_device, interface_cls, timeout)
         module_name = self._generated_module_name(interface_cls, move_tensors)
         creating = f"RemoteModule: creating {_callable_name(module_cls)}"
@@ -158,12 +166,13 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
                 )
             self._install(registry.non_scriptable_module())
         else:
-            # One round trip: the owner loads the generated module, creates and scripts the
-            # module; meanwhile this side loads the same generated module.
+            # One round trip: the owner loads the generated module, creates (and, for a
+            # TorchScript interface, scripts) the module; meanwhile this side loads the same
+            # generated module.
             started = time.monotonic()
             future = rpc.rpc_async(
                 self.on,
-                owner.create_scripted_module,
+                owner.create_interface_module,
                 (module_cls, args, kwargs, self.device, interface_cls, move_tensors, module_name),
                 timeout=0,  # bounded below; the reply carries an RRef (see wait_returning_rrefs)
             )
@@ -177,7 +186,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     def init_from_module_rref(
         cls: type[T],
         remote_device: str,
-        module_rref: rpc.RRef,
+        module_rref: rpc.RRef[Any],
         module_interface_cls: Any = None,
         *,
         _module_interface_cls: Any = None,
@@ -190,7 +199,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         """
         remote_module = cls.__new__(cls)
         nn.Module.__init__(remote_module)
-        interface_cls = _pick_interface(module_interface_cls, _module_interface_cls)
+        interface_cls = _pick_interface(cls, module_interface_cls, _module_interface_cls)
         move_tensors = remote_module._prepare(remote_device, interface_cls, timeout)
         module_name = remote_module._generated_module_name(interface_cls, move_tensors)
         remote_module.module_rref = module_rref
@@ -266,13 +275,21 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         )
 
     def __prepare_scriptable__(self: T) -> T:
-        """Called by ``torch.jit.script``: hands torch the exported methods parsed once per
-        process instead of on every call (see ``remote_module.runtime.torchscript``)."""
-        if self.is_scriptable:
-            use_script_stubs(
-                self,
-                [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__],
+        """Called by ``torch.jit.script``: refuses a RemoteModule that cannot be scripted, and
+        hands torch the exported methods parsed once per process instead of on every call
+        (see ``remote_module.runtime.torchscript``)."""
+        if not self.is_scriptable:
+            interface = self.generated_methods[0].__globals__.get("INTERFACE")
+            if interface is None:
+                return self  # no interface: torch refuses it as upstream's is refused
+            raise TypeError(
+                f"{type(self).__name__} with the typing.Protocol interface {interface} cannot "
+                "be scripted: torch.jit.script needs a RemoteModule built with a "
+                "@torch.jit.interface class as module_interface_cls"
             )
+        use_script_stubs(
+            self, [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__]
+        )
         return self
 
     @property
@@ -331,7 +348,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             on=parsed.on,
             device=str(parsed.device),
             is_device_map_set=bool(agent._get_device_map(_worker_info(agent, parsed.on))),
-            is_scriptable=interface_cls is not None,
+            is_scriptable=interface_cls is not None and registry.is_script_interface(interface_cls),
             timeout=_check_timeout(timeout),
         )
         return parsed.device.type != "cpu"
@@ -461,7 +478,9 @@ def _raise_not_supported(name: str) -> NoReturn:
     raise ValueError(_NOT_SUPPORTED.format(name))
 
 
-def _pick_interface(module_interface_cls: Any, legacy: Any) -> Any:
+def _pick_interface(cls: type[RemoteModule], module_interface_cls: Any, legacy: Any) -> Any:
+    """The interface a RemoteModule of class ``cls`` is built with: the one given (by either
+    keyword), or the one a typed class is bound to."""
     if (
         module_interface_cls is not None
         and legacy is not None
@@ -470,7 +489,14 @@ def _pick_interface(module_interface_cls: Any, legacy: Any) -> Any:
         raise ValueError(
             "pass the interface as module_interface_cls or _module_interface_cls, not both"
         )
-    return module_interface_cls if module_interface_cls is not None else legacy
+    given = module_interface_cls if module_interface_cls is not None else legacy
+    bound = cls._rm_bound_interface
+    if bound is None or given is None or given is bound:
+        return given if given is not None else bound
+    raise ValueError(
+        f"{cls.__name__} is bound to the interface {bound.__module__}.{bound.__qualname__}; "
+        f"module_interface_cls={given!r} does not match it"
+    )
 
 
 # RPC keeps timeouts as 32-bit milliseconds, and 0 ms means "never time out".

@@ -17,8 +17,8 @@ from remote_module.runtime import registry
 from remote_module.runtime.torchscript import script
 
 __all__ = [
+    "create_interface_module",
     "create_module",
-    "create_scripted_module",
     "ensure_generated_module",
     "load_state_dict",
     "local_module",
@@ -44,7 +44,7 @@ def create_module(
     return module
 
 
-def create_scripted_module(
+def create_interface_module(
     module_cls: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -53,10 +53,13 @@ def create_scripted_module(
     move_tensors: bool,
     module_name: str,
 ) -> rpc.RRef:
-    """Load the generated module, create and script the module; an interface-typed RRef to it."""
+    """Load the generated module and create the module; for a TorchScript interface, script
+    it and return an interface-typed RRef to it, for a Protocol a plain RRef."""
     # Load the remote functions before the first call can reach this worker.
     registry.ensure_module(module_name, interface_cls, move_tensors)
     module = create_module(module_cls, args, kwargs, device)
+    if not registry.is_script_interface(interface_cls):
+        return rpc.RRef(module)
     if not isinstance(module, torch.jit.ScriptModule):
         module = script(module, f"scripting {type(module).__qualname__} on its owner")
     if not isinstance(module, torch.jit.ScriptModule):

@@ -36,6 +36,7 @@ __all__ = [
     "check_fresh",
     "ensure_module",
     "interface_model",
+    "is_script_interface",
     "non_scriptable_module",
     "register",
     "scriptable_module",
@@ -76,6 +77,11 @@ def interface_model(interface_cls: type) -> Interface:
         _cross_check_with_torchscript(interface_cls, model)
         _models[interface_cls] = model
     return model
+
+
+def is_script_interface(interface_cls: type) -> bool:
+    """Whether ``interface_cls`` is a ``@torch.jit.interface`` (else a ``typing.Protocol``)."""
+    return bool(getattr(interface_cls, "__torch_script_interface__", False))
 
 
 def check_fresh(
@@ -269,7 +275,9 @@ def _cross_check_with_torchscript(interface_cls: type, model: Interface) -> None
     try:
         compiled = torch.jit._state._python_cu.get_interface(compiled_name)
     except RuntimeError:
-        return  # TorchScript is disabled (PYTORCH_JIT=0): nothing to compare with
+        compiled = None
+    if compiled is None:
+        return  # TorchScript is disabled or unavailable: nothing to compare with
     for method in model.methods:
         schema = compiled.getMethod(method.name)
         if schema is None:

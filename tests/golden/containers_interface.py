@@ -372,6 +372,8 @@ class RemoteContainersInterface(_rm.RemoteModule):
     _rm_bound_interface = ContainersInterface
 
     if TYPE_CHECKING:
+        # No attribute beyond those declared here: a misspelt method is an error.
+        __getattr__: None  # type: ignore[assignment, misc]
 
         def __init__(
             self,

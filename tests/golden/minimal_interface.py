@@ -104,6 +104,8 @@ class RemoteMinimalInterface(_rm.RemoteModule):
     _rm_bound_interface = MinimalInterface
 
     if TYPE_CHECKING:
+        # No attribute beyond those declared here: a misspelt method is an error.
+        __getattr__: None  # type: ignore[assignment, misc]
 
         def __init__(
             self,

@@ -275,6 +275,8 @@ class RemoteMultiMethodInterface(_rm.RemoteModule):
     _rm_bound_interface = MultiMethodInterface
 
     if TYPE_CHECKING:
+        # No attribute beyond those declared here: a misspelt method is an error.
+        __getattr__: None  # type: ignore[assignment, misc]
 
         def __init__(
             self,

@@ -182,6 +182,8 @@ class RemoteEmbeddingBagInterface(_rm.RemoteModule):
     _rm_bound_interface = EmbeddingBagInterface
 
     if TYPE_CHECKING:
+        # No attribute beyond those declared here: a misspelt method is an error.
+        __getattr__: None  # type: ignore[assignment, misc]
 
         def __init__(
             self,

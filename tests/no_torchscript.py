@@ -1,0 +1,56 @@
+"""Run as ``python -m tests.no_torchscript OUTPUT_DIR`` by ``tests/test_without_torchscript.py``,
+in processes where TorchScript is unavailable: RemoteModules without an interface and with a
+``typing.Protocol`` interface across real RPC workers, a typed class the CLI generated in that
+world, and what needs TorchScript. Prints what it saw as one JSON line."""
+
+import json
+import sys
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+
+class FakeScriptInterface:
+    """Marked like a @torch.jit.interface class (which cannot be made here)."""
+
+    __torch_script_interface__ = "__torch__.tests.no_torchscript.FakeScriptInterface"
+
+    def forward(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+def main(generated_dir: str) -> dict[str, Any]:
+    import remote_module
+    from remote_module import RemoteModule
+    from tests.rpc_group import rpc_group
+    from tests.scorer.model import Scorer, ScorerProtocol
+
+    seen: dict[str, Any] = {
+        "script_patched": getattr(torch.jit.script, "_rm_removed", False),
+        "version": remote_module.__version__,
+    }
+    sys.path.insert(0, generated_dir)
+    from gen_protocol import RemoteScorerProtocol
+
+    x = torch.ones(3, 4)
+    with rpc_group(2):
+        plain = RemoteModule("worker1/cpu", nn.Linear, args=(4, 2))
+        seen["plain"] = [list(plain(x).shape), list(plain.forward_async(x).wait().shape)]
+        seen["plain_parameters"] = len(plain.remote_parameters())
+        seen["plain_eval"] = plain.eval() is plain and not plain.training
+        protocol = RemoteModule("worker1/cpu", Scorer, module_interface_cls=ScorerProtocol)
+        scored = protocol.forward(x, scale=2.0)
+        seen["protocol"] = [type(scored).__name__, protocol.is_scriptable, len(scored.score)]
+        seen["protocol_async"] = type(protocol.top_async(x, k=1).wait()[0]).__name__
+        typed = RemoteScorerProtocol("worker1/cpu", Scorer)
+        seen["typed"] = [type(typed).__name__, type(typed(x)).__name__]
+        try:
+            RemoteModule("worker1/cpu", nn.Identity, module_interface_cls=FakeScriptInterface)
+        except RuntimeError as error:
+            seen["needs_torchscript"] = [type(error).__name__, str(error)]
+    return seen
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1])))

@@ -1,0 +1,62 @@
+"""The CLI and the runtime print none of torch's TorchScript deprecation warnings for the
+TorchScript they use on purpose (``DeprecationWarning`` on torch 2.13, ``FutureWarning`` on
+2.14), and hide nothing else: a user's own ``torch.jit.script`` still warns."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+
+from remote_module.runtime import torchscript
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONWARNINGS="default")
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+    )
+
+
+def test_cli_prints_no_torchscript_warning(tmp_path: Path) -> None:
+    run = _run(
+        "-m",
+        "remote_module.codegen",
+        "tests.scorer.interfaces:ScorerInterface",
+        "tests.scorer.model:ScorerProtocol",
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+
+
+def test_caller_and_owner_print_no_torchscript_warning() -> None:
+    run = _run("-m", "tests.quiet_torchscript")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.startswith("done")
+    assert "torch.jit" not in run.stderr and "TorchScript" not in run.stderr, run.stderr
+
+
+def test_only_torchs_two_messages_are_silenced() -> None:
+    def double(x: int) -> int:
+        return 2 * x
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torchscript.on_purpose():
+            torchscript.script(double, "a test")
+            warnings.warn("something else", DeprecationWarning, stacklevel=1)
+            warnings.warn("`torch.jit.script` is deprecated", UserWarning, stacklevel=1)
+        torch.jit.script(double)  # the user's own: still warned about
+    messages = [(type(w.message), str(w.message)) for w in caught]
+    assert (DeprecationWarning, "something else") in messages
+    assert (UserWarning, "`torch.jit.script` is deprecated") in messages
+    deprecations = [m for k, m in messages if k in (DeprecationWarning, FutureWarning)]
+    assert sum("`torch.jit.script` is deprecated" in m for m in deprecations) == 1
