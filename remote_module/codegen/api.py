@@ -96,21 +96,24 @@ def caller_bindings(method: Method) -> tuple[Binding, ...]:
 
 def remote_bindings(interface: Interface, method: Method) -> tuple[Binding, ...]:
     """The remote function's parameters: the call prefix, then the interface's arguments
-    without defaults (callers always send every argument)."""
-    if interface.kind is InterfaceKind.SCRIPT:
-        prefix = tuple(
-            Binding(
-                prefix_parameter(name), PREFIX_SCRIPT_TYPES[name].format(interface=interface.name)
-            )
-            for name in CALL_PREFIX
+    without defaults (callers always send every argument). A TorchScript remote function takes
+    the module's interface-typed RRef; an eager one a reference (its key in the owner's table,
+    or its RRef) that ``owner_module`` resolves."""
+    script = interface.kind is InterfaceKind.SCRIPT
+    prefix = tuple(
+        Binding(
+            prefix_parameter(name, script),
+            PREFIX_SCRIPT_TYPES[name].format(interface=interface.name) if script else "Any",
         )
-    else:
-        prefix = tuple(Binding(prefix_parameter(name), "Any") for name in CALL_PREFIX)
+        for name in CALL_PREFIX
+    )
     return prefix + tuple(Binding(arg.name, str(arg.type)) for arg in method.arguments)
 
 
-def prefix_parameter(attribute: str) -> str:
+def prefix_parameter(attribute: str, script: bool = True) -> str:
     """The remote function's parameter for the call-prefix value ``attribute``."""
+    if attribute == "module_rref" and not script:
+        return f"{INTERNAL_PREFIX}module_ref"  # a key or an RRef
     return f"{INTERNAL_PREFIX}{attribute}"
 
 

@@ -7,12 +7,15 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
   :func:`register` at the end (see ``remote_module.runtime.registry``);
 - :func:`call` / :func:`call_async` in the caller-side methods outside TorchScript (argument
   checks, sending, naming failures), and :func:`move_to_device` where no types are known;
+- :func:`owner_module` in eager remote functions: the module a call names (its key in the
+  owner's table, or its RRef; see ``remote_module.runtime.owner``);
 - :func:`is_scripting`, and :func:`rpc_async` and :func:`fork` in their TorchScript branch:
   torch's own functions (TorchScript knows them by identity), with the types and explicit
   exports torch does not declare;
 - :class:`RemoteModule`, the base of the typed classes;
 - :data:`CALL_PREFIX`: the values every remote function receives before the interface's own
-  arguments, in order, as attributes of the RemoteModule that sends them.
+  arguments, in order, as attributes of the RemoteModule that sends them (eager calls send
+  the module's key in place of its RRef).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from torch.futures import Future
 
 from remote_module.runtime.calls import CALL_PREFIX, call, call_async, move_to_device
 from remote_module.runtime.module import RemoteModule
+from remote_module.runtime.owner import module_for as owner_module
 from remote_module.runtime.registry import check_fresh, register
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "fork",
     "is_scripting",
     "move_to_device",
+    "owner_module",
     "register",
     "rpc_async",
 ]

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module.runtime import owner, registry, wire
-from remote_module.runtime.calls import move_to_device, wait_returning_rrefs
+from remote_module.runtime.calls import creation_error, move_to_device, wait_returning_rrefs
 from remote_module.runtime.device import parse_remote_device
 from remote_module.runtime.torchscript import use_script_stubs
 
@@ -154,6 +154,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         interface_cls = _pick_interface(type(self), module_interface_cls, _module_interface_cls)
         move_tensors = self._prepare(remote_device, interface_cls, timeout)
         module_name = self._generated_module_name(interface_cls, move_tensors)
+        self.__dict__["_rm_creator"] = _callable_name(module_cls)
         creating = f"RemoteModule: creating {_callable_name(module_cls)}"
         if interface_cls is None:
             # Asynchronous: a module_cls that fails surfaces on the first call.
@@ -178,7 +179,10 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             )
             self._install(registry.ensure_module(module_name, interface_cls, move_tensors))
             with _failures_named(creating, repr(self.on)):
-                self.__dict__["module_rref"] = wait_returning_rrefs(future, self.timeout, started)
+                created = wait_returning_rrefs(future, self.timeout, started)
+            if isinstance(created, owner.CreationFailure):
+                raise creation_error(self, created, future_owner=self.on)
+            self.__dict__["module_rref"] = created
         if isinstance(module_cls, type):
             self.__dict__["_remote_type_name"] = module_cls.__qualname__
 

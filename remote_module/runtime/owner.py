@@ -1,12 +1,31 @@
-"""What runs on the owner: creating the module, and the requests a RemoteModule sends besides
-its generated methods (parameters, state dicts, training mode, its class name)."""
+"""What runs on the owner: creating the module, finding it for a call, and the requests a
+RemoteModule sends besides its generated methods (parameters, state dicts, training mode, its
+class name).
+
+The key table. Eager calls (RemoteModules without a TorchScript interface) do not send the
+module's RRef: pickling an RRef costs a fork, acknowledged by another protocol message, on
+every call. A RemoteModule's first call sends the RRef once (:func:`first_call`); the owner
+files the module under a new key and says which; later calls send the key (an int), which
+:func:`module_for` looks up. The rules:
+
+- the table holds each module weakly: an entry lives exactly as long as the RRef's value, so
+  the module is freed when its last RRef goes, as without the table;
+- keys come from one counter per owner process and are never reused, so a stale key can
+  never reach another module; a call whose module was freed fails with a RuntimeError that
+  says so;
+- a module the owner cannot hold with the RRef's lifetime (the C++ module behind an
+  interface-typed RRef, which gets a new Python wrapper on every access) gets no key, and its
+  RemoteModule keeps sending the RRef.
+"""
 
 from __future__ import annotations
 
+import ast
 import collections
 import itertools
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed.rpc as rpc
@@ -17,16 +36,102 @@ from remote_module.runtime import registry
 from remote_module.runtime.torchscript import script
 
 __all__ = [
+    "CreationFailure",
+    "FirstReply",
     "create_interface_module",
     "create_module",
     "ensure_generated_module",
+    "first_call",
     "load_state_dict",
     "local_module",
+    "module_for",
     "parameter_rrefs",
     "state_dict",
     "train",
     "type_name",
 ]
+
+
+class CreationFailure(NamedTuple):
+    """Why ``module_cls(*args, **kwargs)`` failed on the owner: the error's builtin type name
+    and its own message, sent back as data so the caller raises it once, without RPC's
+    remote-traceback wrapping."""
+
+    error_type: str
+    message: str
+
+
+class FirstReply(NamedTuple):
+    """The reply to a RemoteModule's first eager call: the method's result and the module's
+    key in the table (None when it has none), or why the module could not be created."""
+
+    result: Any
+    key: int | None
+    failure: CreationFailure | None = None
+
+
+# key -> module, held weakly (see the module docstring); keys never repeat.
+_modules: weakref.WeakValueDictionary[int, nn.Module] = weakref.WeakValueDictionary()
+_keys = itertools.count(1)
+
+
+def first_call(
+    remote_fn: Callable[..., Any],
+    module_rref: rpc.RRef[Any],
+    device: str,
+    is_device_map_set: bool,
+    *args: Any,
+    **kwargs: Any,
+) -> FirstReply:
+    """Run a RemoteModule's first eager call: file the module under a new key, then call
+    ``remote_fn`` as later calls will, with that key."""
+    try:
+        module = module_rref.local_value()
+    except Exception as error:  # the creation failed; the RRef holds its remote error
+        return FirstReply(None, None, _creation_failure(error))
+    key = _register(module)
+    reference: Any = module_rref if key is None else key
+    return FirstReply(remote_fn(reference, device, is_device_map_set, *args, **kwargs), key)
+
+
+def module_for(reference: Any) -> Any:
+    """The module an eager call names: a key in the table, or (where there is no key) its RRef."""
+    if type(reference) is int:
+        module = _modules.get(reference)
+        if module is None:
+            raise RuntimeError(
+                f"RemoteModule: the module filed under key {reference} on this owner is gone: "
+                "its last RRef was deleted before this call arrived"
+            )
+        return module
+    return reference.local_value()
+
+
+def _register(module: Any) -> int | None:
+    if isinstance(module, torch._C.ScriptModule):
+        return None  # a new wrapper on every access: nothing here lives as long as the RRef
+    key = next(_keys)
+    try:
+        _modules[key] = module
+    except TypeError:  # not weakly referenceable
+        return None
+    return key
+
+
+def _creation_failure(error: BaseException) -> CreationFailure:
+    """The failed creation's own error type and message. torch keeps it as the text of a
+    remote error, ``On WorkerInfo(...):`` then ``repr(error)`` then the traceback; where that
+    text is not in this form, the whole of it."""
+    lines = str(error).split("\n", 2)
+    if len(lines) >= 2 and lines[0].startswith("On WorkerInfo"):
+        try:
+            call = ast.parse(lines[1].strip(), mode="eval").body
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                parts = [ast.literal_eval(argument) for argument in call.args]
+                return CreationFailure(call.func.id, ", ".join(map(str, parts)))
+        except (SyntaxError, ValueError):
+            pass
+    return CreationFailure(type(error).__name__, str(error))
 
 
 def create_module(
@@ -52,16 +157,20 @@ def create_interface_module(
     interface_cls: Any,
     move_tensors: bool,
     module_name: str,
-) -> rpc.RRef:
+) -> rpc.RRef[Any] | CreationFailure:
     """Load the generated module and create the module; for a TorchScript interface, script
-    it and return an interface-typed RRef to it, for a Protocol a plain RRef."""
+    it and return an interface-typed RRef to it, for a Protocol a plain RRef. When
+    ``module_cls`` fails, why (as data)."""
     # Load the remote functions before the first call can reach this worker.
     registry.ensure_module(module_name, interface_cls, move_tensors)
-    module = create_module(module_cls, args, kwargs, device)
-    if not registry.is_script_interface(interface_cls):
-        return rpc.RRef(module)
-    if not isinstance(module, torch.jit.ScriptModule):
-        module = script(module, f"scripting {type(module).__qualname__} on its owner")
+    try:
+        module = create_module(module_cls, args, kwargs, device)
+        if not registry.is_script_interface(interface_cls):
+            return rpc.RRef(module)
+        if not isinstance(module, torch.jit.ScriptModule):
+            module = script(module, f"scripting {type(module).__qualname__} on its owner")
+    except Exception as error:
+        return CreationFailure(type(error).__name__, str(error))
     if not isinstance(module, torch.jit.ScriptModule):
         return rpc.RRef(module)  # TorchScript is disabled (PYTORCH_JIT=0): a plain module
     return rpc.RRef(module, interface_cls)

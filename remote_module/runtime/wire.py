@@ -32,9 +32,17 @@ PICKLED_ATTRIBUTES = (
     "generated_methods",
     "module_rref",
 )
-# Local state that stays behind: nn.Module's own bookkeeping, the call timeout, a cached name.
+# Local state that stays behind: nn.Module's own bookkeeping, the call timeout, the remote
+# class's name (cached for repr), the creator's name (for errors) and the module's key in the
+# owner's table (a receiver gets a key of its own on its first call).
 MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
-LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {"training", "timeout", "_remote_type_name"}
+LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {
+    "training",
+    "timeout",
+    "_remote_type_name",
+    "_rm_creator",
+    "_rm_reference",
+}
 
 _SCRIPTED_OVER_RPC_ERROR = (
     "Passing a script RemoteModule over RPC is not supported. Please create a RemoteModule in "

@@ -12,13 +12,13 @@ GENERATOR_VERSION = "0.1.0"
 
 
 def _remote_forward(
-    _rm_module_rref: Any,
+    _rm_module_ref: Any,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     *args: Any,
     **kwargs: Any,
 ) -> Any:
-    module = _rm_module_rref.local_value()
+    module = _rm.owner_module(_rm_module_ref)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return module.forward(*args, **kwargs)
     target = torch.device(_rm_device)

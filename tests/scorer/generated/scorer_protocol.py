@@ -113,13 +113,13 @@ def _rm_decode_35a65980ae_waited(
 
 
 def _remote_forward(
-    _rm_module_rref: Any,
+    _rm_module_ref: Any,
     _rm_device: Any,
     _rm_is_device_map_set: Any,
     x: Tensor,
     scale: float,
 ) -> Scored:
-    _rm_module: ScorerProtocol = _rm_module_rref.local_value()
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.forward(x, scale)
     _rm_target = torch.device(_rm_device)
@@ -162,11 +162,11 @@ def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
 
 
 def _remote_stats(
-    _rm_module_rref: Any,
+    _rm_module_ref: Any,
     _rm_device: Any,
     _rm_is_device_map_set: Any,
 ) -> dict[str, float]:
-    _rm_module: ScorerProtocol = _rm_module_rref.local_value()
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
     return _rm_module.stats()
 
 
@@ -182,13 +182,13 @@ def stats(self: _rm.RemoteModule) -> dict[str, float]:
 
 
 def _remote_top(
-    _rm_module_rref: Any,
+    _rm_module_ref: Any,
     _rm_device: Any,
     _rm_is_device_map_set: Any,
     x: Tensor,
     k: int,
 ) -> list[Scored]:
-    _rm_module: ScorerProtocol = _rm_module_rref.local_value()
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.top(x, k)
     _rm_target = torch.device(_rm_device)
@@ -215,13 +215,13 @@ def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
 
 
 def _remote_best(
-    _rm_module_rref: Any,
+    _rm_module_ref: Any,
     _rm_device: Any,
     _rm_is_device_map_set: Any,
     x: Tensor,
     threshold: float | None,
 ) -> Scored | None:
-    _rm_module: ScorerProtocol = _rm_module_rref.local_value()
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.best(x, threshold)
     _rm_target = torch.device(_rm_device)
@@ -262,12 +262,12 @@ def best(
 
 
 def _remote_table(
-    _rm_module_rref: Any,
+    _rm_module_ref: Any,
     _rm_device: Any,
     _rm_is_device_map_set: Any,
     x: Tensor,
 ) -> dict[str, Scored]:
-    _rm_module: ScorerProtocol = _rm_module_rref.local_value()
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.table(x)
     _rm_target = torch.device(_rm_device)
@@ -294,12 +294,12 @@ def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
 
 
 def _remote_pair(
-    _rm_module_rref: Any,
+    _rm_module_ref: Any,
     _rm_device: Any,
     _rm_is_device_map_set: Any,
     x: Tensor,
 ) -> tuple[Scored, Tensor]:
-    _rm_module: ScorerProtocol = _rm_module_rref.local_value()
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.pair(x)
     _rm_target = torch.device(_rm_device)
