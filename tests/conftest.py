@@ -6,7 +6,7 @@ graceful shutdown are numbered by a C++ static. A second group in one process th
 or cannot fork RRefs. When a session selects more than one such module, each one runs in a
 child ``pytest`` before the main loop, and its reports are replayed here, item by item.
 
-A module is isolated when it imports ``tests.rpc_group.rpc_group`` or is marked
+A module is isolated when it imports ``tests.support.rpc_group.rpc_group`` or is marked
 ``pytestmark = pytest.mark.own_process``.
 """
 
@@ -88,7 +88,7 @@ def _needs_own_process(item: pytest.Item) -> bool:
         return True
     module = getattr(item, "module", None)
     group = getattr(module, "rpc_group", None)
-    return getattr(group, "__module__", None) == "tests.rpc_group"
+    return getattr(group, "__module__", None) == "tests.support.rpc_group"
 
 
 def _run_child(config: pytest.Config, path: str, items: list[pytest.Item]) -> None:

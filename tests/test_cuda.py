@@ -20,9 +20,9 @@ from torch import Tensor, nn
 from torch.distributed.optim import DistributedOptimizer
 
 from remote_module import RemoteModule
-from tests import runtime_helpers as helpers
-from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
-from tests.rpc_group import RPC_TIMEOUT_S, rpc_group
+from tests.support import runtime_helpers as helpers
+from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface
+from tests.support.rpc_group import RPC_TIMEOUT_S, rpc_group
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

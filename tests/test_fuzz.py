@@ -39,8 +39,8 @@ from torch.futures import Future
 from remote_module import RemoteDevice, RemoteModule, codegen, parse_remote_device
 from remote_module.codegen import parse_interface
 from remote_module.runtime import calls as _calls
-from tests import runtime_helpers as helpers
-from tests.rpc_group import rpc_group
+from tests.support import runtime_helpers as helpers
+from tests.support.rpc_group import rpc_group
 
 FORMAT_HINT = "The valid format is '<workername>/<device>'"
 

@@ -20,8 +20,8 @@ import torch.distributed.rpc as rpc
 
 from remote_module import RemoteModule
 from remote_module._process import end_processes, free_port
-from tests.interfaces import LinearInterface, ScaledLinear
-from tests.rpc_group import ROOT
+from tests.support.interfaces import LinearInterface, ScaledLinear
+from tests.support.rpc_group import ROOT
 
 SUFFIX = f"{os.getpid() % 100000}"
 NAMESPACE = f"rmtest{SUFFIX}"
@@ -88,7 +88,7 @@ def owner_across_veth() -> Iterator[subprocess.Popen[bytes]]:
                 NAMESPACE,
                 sys.executable,
                 "-m",
-                "tests.rpc_worker",
+                "tests.support.rpc_worker",
                 "1",
                 "2",
                 str(port),

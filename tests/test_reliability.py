@@ -33,8 +33,8 @@ import torch.distributed.rpc as rpc
 from torch import Tensor
 
 from remote_module import RemoteModule
-from tests import reliability_helpers as helpers
-from tests.rpc_group import rpc_group
+from tests.support import reliability_helpers as helpers
+from tests.support.rpc_group import rpc_group
 
 TIMEOUT = 0.5  # the RemoteModule timeout of the blocking tests
 SLACK = 1.5  # scheduling on 2 shared cores: an error must come within TIMEOUT + SLACK

@@ -30,9 +30,9 @@ from torch import Tensor
 
 from remote_module import RemoteModule
 from remote_module._process import end_processes, free_port
-from tests import reliability_helpers as helpers
-from tests.faulty_worker import RREF_MESSAGES, backend, faulty_options
-from tests.rpc_group import ROOT
+from tests.support import reliability_helpers as helpers
+from tests.support.faulty_worker import RREF_MESSAGES, backend, faulty_options
+from tests.support.rpc_group import ROOT
 
 pytestmark = pytest.mark.own_process  # one RPC group per process (see tests/conftest.py)
 
@@ -97,7 +97,7 @@ def faulty_group(faults: list[dict[str, Any]]) -> Iterator[list[subprocess.Popen
             [
                 sys.executable,
                 "-m",
-                "tests.faulty_worker",
+                "tests.support.faulty_worker",
                 str(rank),
                 str(world_size),
                 str(port),

@@ -30,7 +30,7 @@ from remote_module.codegen import StaleGeneratedModuleWarning, api, parse_interf
 from remote_module.codegen.render import render_interface
 from remote_module.runtime import registry
 from tests.golden_interfaces import ContainersInterface, MultiMethodInterface, Stats
-from tests.interfaces import LinearInterface, ShapesInterface
+from tests.support.interfaces import LinearInterface, ShapesInterface
 
 ROOT = Path(__file__).resolve().parent.parent
 NASTY = "'); import os; ('"
@@ -117,8 +117,8 @@ RENDERED_SPECS = [
     "tests.golden_interfaces:MinimalInterface",
     "tests.golden_interfaces:MultiMethodInterface",
     "tests.golden_interfaces:ContainersInterface",
-    "tests.interfaces:LinearInterface",
-    "tests.interfaces:ShapesInterface",
+    "tests.support.interfaces:LinearInterface",
+    "tests.support.interfaces:ShapesInterface",
 ]
 
 _RENDER_ALL = """

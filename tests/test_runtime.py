@@ -26,9 +26,9 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 import remote_module
 from remote_module import RemoteDevice, RemoteModule, parse_remote_device
 from remote_module.runtime.calls import move_to_device
-from tests import runtime_helpers as helpers
-from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
-from tests.rpc_group import rpc_group
+from tests.support import runtime_helpers as helpers
+from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface
+from tests.support.rpc_group import rpc_group
 
 PICKLED_ATTRIBUTES = (
     "on",

@@ -25,9 +25,9 @@ from torch.distributed.optim import DistributedOptimizer
 from remote_module import RemoteModule
 from remote_module.codegen import api
 from remote_module.runtime import registry
-from tests import runtime_helpers as helpers
-from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
-from tests.rpc_group import ROOT, rpc_group
+from tests.support import runtime_helpers as helpers
+from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface
+from tests.support.rpc_group import ROOT, rpc_group
 
 PICKLE_ERROR = (
     "Cannot pickle RemoteModule in python pickler. RemoteModule can only be pickled when using RPC"
@@ -158,8 +158,8 @@ def test_named_tuple_and_optional_defaults_scripted(x: Tensor) -> None:
 
 
 def test_shapes_interface_scripts(x: Tensor) -> None:
-    """``tests.interfaces.Pair`` is a NamedTuple the interface names: the RemoteModule scripts
-    and its results keep their structure."""
+    """``tests.support.interfaces.Pair`` is a NamedTuple the interface names: the RemoteModule
+    scripts and its results keep their structure."""
     rm = RemoteModule("worker2/cpu", helpers.ShapesModule, module_interface_cls=ShapesInterface)
     scripted = torch.jit.script(rm)
     total, many, named = scripted(x, x, [x], {"a": x})
@@ -393,9 +393,9 @@ NO_JIT_SCRIPT = textwrap.dedent(
     import torch
     import torch.distributed.rpc as rpc
     from remote_module import RemoteModule
-    from tests.interfaces import LinearInterface, ScaledLinear
+    from tests.support.interfaces import LinearInterface, ScaledLinear
     from remote_module._process import free_port
-    from tests.rpc_group import backend_options
+    from tests.support.rpc_group import backend_options
 
     rpc.init_rpc("worker0", rank=0, world_size=1, rpc_backend_options=backend_options(free_port()))
     try:

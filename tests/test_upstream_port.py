@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torch._jit_internal import Future
 
 from remote_module import RemoteModule
-from tests.rpc_group import rpc_group
+from tests.support.rpc_group import rpc_group
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -141,7 +141,7 @@ def rss_kib(pid: int | None = None) -> int:
     raise RuntimeError(f"no VmRSS in {path}")
 
 
-# What this worker's fault-injecting agent was started with (set by tests.faulty_worker).
+# What this worker's fault-injecting agent was started with (set by tests.support.faulty_worker).
 FAULTS: dict[str, Any] = {}
 
 

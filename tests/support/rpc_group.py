@@ -14,7 +14,7 @@ import torch.distributed.rpc as rpc
 
 from remote_module._process import end_processes, free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
 RPC_TIMEOUT_S = 60.0
 
@@ -33,7 +33,14 @@ def start_workers(world_size: int, port: int, first_rank: int = 1) -> list[subpr
     )
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.rpc_worker", str(rank), str(world_size), str(port)],
+            [
+                sys.executable,
+                "-m",
+                "tests.support.rpc_worker",
+                str(rank),
+                str(world_size),
+                str(port),
+            ],
             cwd=ROOT,
             env=env,
         )
@@ -43,7 +50,7 @@ def start_workers(world_size: int, port: int, first_rank: int = 1) -> list[subpr
 
 @contextlib.contextmanager
 def rpc_group(world_size: int, graceful: bool = True) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """This process joins as ``worker0``; ranks 1.. run ``tests.rpc_worker``."""
+    """This process joins as ``worker0``; ranks 1.. run ``tests.support.rpc_worker``."""
     port = free_port()
     workers = start_workers(world_size, port)
     try:
