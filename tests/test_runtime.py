@@ -27,24 +27,17 @@ import remote_module
 from remote_module import RemoteDevice, RemoteModule, parse_remote_device
 from remote_module.runtime.calls import move_to_device
 from tests.support import runtime_helpers as helpers
-from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface
-from tests.support.rpc_group import rpc_group
+from tests.support.expected import (
+    NOT_A_MODULE_ERROR,
+    PICKLE_ERROR,
+    PICKLED_ATTRIBUTES,
+    bad_remote_device_error,
+    unsupported_method_error,
+)
+from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface, local_scaled
 
-PICKLED_ATTRIBUTES = (
-    "on",
-    "device",
-    "is_device_map_set",
-    "is_scriptable",
-    "generated_methods",
-    "module_rref",
-)
-PICKLE_ERROR = (
-    "Cannot pickle RemoteModule in python pickler. RemoteModule can only be pickled when using RPC"
-)
-NOT_A_MODULE_ERROR = (
-    "Expect `module_cls(*args, **kwargs)` returns an instance of <class nn.Module>, "
-    "but it returns an instance of <class 'int'>."
-)
+pytestmark = pytest.mark.rpc_group(3)  # see tests/conftest.py
+
 LINEAR_METHODS = [
     "forward_async",
     "forward",
@@ -56,42 +49,12 @@ LINEAR_METHODS = [
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def group() -> Iterator[None]:
-    with rpc_group(3):
-        yield
-
-
-@pytest.fixture(scope="module")
-def linear_rm(group: None) -> RemoteModule:
-    """A non-scriptable RemoteModule; tests that change its state build their own."""
-    return RemoteModule("worker1/cpu", nn.Linear, args=(4, 3))
-
-
-@pytest.fixture(scope="module")
-def scaled_rm(group: None) -> RemoteModule:
-    """A RemoteModule built with ``LinearInterface``; read-only for the tests that share it."""
-    return RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
-
-
-@pytest.fixture
-def x() -> torch.Tensor:
-    return torch.arange(8, dtype=torch.float32).reshape(2, 4)
-
-
 def owner_state(rm: RemoteModule) -> dict[str, torch.Tensor]:
     return rpc.rpc_sync(rm.get_module_rref().owner(), helpers.owner_state_dict, (rm.module_rref,))
 
 
 def owner_training(rm: RemoteModule) -> bool:
     return rpc.rpc_sync(rm.get_module_rref().owner(), helpers.training_flag, (rm.module_rref,))
-
-
-def local_scaled(rm: RemoteModule) -> ScaledLinear:
-    """A local ScaledLinear with the remote one's weights, to compute expected values."""
-    local = ScaledLinear()
-    local.load_state_dict(rm.remote_state_dict())
-    return local
 
 
 # --- remote_device ------------------------------------------------------------------------
@@ -133,13 +96,9 @@ def test_parse_remote_device_is_public() -> None:
     ],
 )
 def test_bad_remote_device_is_a_value_error(remote_device: str) -> None:
-    message = (
-        f"Could not parse remote_device: {remote_device}. "
-        "The valid format is '<workername>/<device>'"
-    )
     with pytest.raises(ValueError) as raised:
         RemoteModule(remote_device, nn.Linear, args=(4, 3))
-    assert str(raised.value) == message
+    assert str(raised.value) == bad_remote_device_error(remote_device)
 
 
 @pytest.mark.parametrize("device", ["bogus", "cuda:x"])
@@ -381,7 +340,7 @@ def test_unsupported_methods_raise(
     rm = request.getfixturevalue(fixture)
     with pytest.raises(ValueError) as raised:
         getattr(rm, name)(*args)
-    assert str(raised.value) == f"Method ``{name}`` not supported for RemoteModule"
+    assert str(raised.value) == unsupported_method_error(name)
 
 
 @pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
@@ -392,8 +351,7 @@ def test_parameters_points_to_remote_parameters(
     with pytest.raises(ValueError) as raised:
         rm.parameters()
     assert str(raised.value) == (
-        "Method ``parameters`` not supported for RemoteModule. "
-        "Please use ``remote_parameters`` instead."
+        f"{unsupported_method_error('parameters')}. Please use ``remote_parameters`` instead."
     )
 
 

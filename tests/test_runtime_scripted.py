@@ -8,12 +8,10 @@ This process is ``worker0``; modules live on ``worker1`` and ``worker2``.
 from __future__ import annotations
 
 import inspect
-import os
 import pickle
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -26,39 +24,16 @@ from remote_module import RemoteModule
 from remote_module.codegen import api
 from remote_module.runtime import registry
 from tests.support import runtime_helpers as helpers
-from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface
-from tests.support.rpc_group import ROOT, rpc_group
+from tests.support.expected import PICKLE_ERROR
+from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface, local_scaled
+from tests.support.rpc_group import ROOT, checkout_env
 
-PICKLE_ERROR = (
-    "Cannot pickle RemoteModule in python pickler. RemoteModule can only be pickled when using RPC"
-)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def group() -> Iterator[None]:
-    with rpc_group(3):
-        yield
-
-
-@pytest.fixture(scope="module")
-def scaled_rm(group: None) -> RemoteModule:
-    return RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+pytestmark = pytest.mark.rpc_group(3)  # see tests/conftest.py
 
 
 @pytest.fixture(scope="module")
 def scripted(scaled_rm: RemoteModule) -> torch.jit.ScriptModule:
     return torch.jit.script(scaled_rm)
-
-
-@pytest.fixture
-def x() -> Tensor:
-    return torch.arange(8, dtype=torch.float32).reshape(2, 4)
-
-
-def local_scaled(rm: RemoteModule) -> ScaledLinear:
-    local = ScaledLinear()
-    local.load_state_dict(rm.remote_state_dict())
-    return local
 
 
 class Hybrid(nn.Module):
@@ -421,15 +396,10 @@ NO_JIT_SCRIPT = textwrap.dedent(
 def test_interface_works_where_torchscript_is_disabled() -> None:
     """With ``PYTORCH_JIT=0`` a RemoteModule built with an interface still works from Python
     (typed stubs from the annotations; only the scriptable output needs TorchScript)."""
-    env = dict(
-        os.environ,
-        PYTORCH_JIT="0",
-        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    )
     done = subprocess.run(
         [sys.executable, "-c", NO_JIT_SCRIPT],
         cwd=ROOT,
-        env=env,
+        env=checkout_env(PYTORCH_JIT="0"),
         capture_output=True,
         text=True,
         timeout=90,

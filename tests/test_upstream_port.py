@@ -19,24 +19,14 @@ from torch import Tensor, nn
 from torch._jit_internal import Future
 
 from remote_module import RemoteModule
-from tests.support.rpc_group import rpc_group
+from tests.support.expected import PICKLED_ATTRIBUTES
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.rpc_group(3)]  # see tests/conftest.py
 
 # Bounds every RPC the tests send themselves; RemoteModule calls use the group's default.
 TIMEOUT_S = 30.0
 WORKER1 = "worker1"
 WORKER2 = "worker2"
-
-# What crosses the wire when a RemoteModule is sent over RPC, in this order (API.md).
-PICKLED_ATTRIBUTES = (
-    "on",
-    "device",
-    "is_device_map_set",
-    "is_scriptable",
-    "generated_methods",
-    "module_rref",
-)
 
 _PARAM_VAL = torch.nn.Parameter(torch.ones(1))
 
@@ -159,12 +149,6 @@ def assert_equal(actual: Any, expected: Any) -> None:
 
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def group() -> Iterator[None]:
-    with rpc_group(3):
-        yield
 
 
 # --- RemoteModuleTest -----------------------------------------------------------------------
