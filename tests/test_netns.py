@@ -49,7 +49,10 @@ def _netns_unavailable() -> str | None:
 
 
 _REASON = _netns_unavailable()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+pytestmark = [
+    pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
+    pytest.mark.own_process,  # it starts an RPC group of its own (see tests/conftest.py)
+]
 
 
 @contextlib.contextmanager
