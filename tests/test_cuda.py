@@ -1,4 +1,5 @@
-"""The CUDA promises of API.md against a real RPC group, on a module placed on ``cuda:0``.
+"""What RemoteModule promises on CUDA, against a real RPC group, on a module placed on
+``cuda:0``.
 
 CPU tensors in args and kwargs reach the owner on its device; results of every shape come back
 on CPU (no device map is set); scripted calls, ``_async`` twins, distributed autograd with

@@ -1,5 +1,6 @@
-"""The runtime contract of ``remote_module.RemoteModule`` (API.md, "Runtime" and "Beyond
-upstream"), exercised the way a user would: through a real three-worker RPC group.
+"""What ``remote_module.RemoteModule`` promises at run time, upstream's behaviour and ours where
+the README's "How it differs from upstream" says they differ, exercised the way a user would:
+through a real three-worker RPC group.
 
 This process is ``worker0``; modules live on ``worker1`` (and ``worker2``). Everything that
 scripts a RemoteModule is in ``test_runtime_scripted.py``.

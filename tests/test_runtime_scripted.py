@@ -1,6 +1,6 @@
-"""``torch.jit.script`` on a RemoteModule built with an interface (API.md, "Runtime" and
-"Beyond upstream"): every interface method, defaults and keyword arguments, a scripted model
-that holds a RemoteModule, and what a scripted RemoteModule refuses.
+"""``torch.jit.script`` on a RemoteModule built with an interface: every interface method,
+defaults and keyword arguments, a scripted model that holds a RemoteModule, and what a
+scripted RemoteModule refuses (the README's "How it differs from upstream" says what is ours).
 
 This process is ``worker0``; modules live on ``worker1`` and ``worker2``.
 """
@@ -151,7 +151,7 @@ def test_shapes_interface_scripts(x: Tensor) -> None:
 def test_interface_naming_a_script_class_resolves(x: Tensor) -> None:
     """``Box`` is a TorchScript class the interface names: the generated code compiles on
     both sides and the RemoteModule scripts. (Box values themselves are not sent: this torch's
-    RPC cannot unpickle script-class objects, see the report.)"""
+    RPC cannot unpickle script-class objects: the README's "Known limits".)"""
     rm = RemoteModule("worker1/cpu", helpers.BoxModule, module_interface_cls=helpers.BoxInterface)
     assert sorted(m.__name__ for m in rm.generated_methods) == [
         "boxed",
