@@ -667,25 +667,41 @@ def test_a_module_with_its_own_to_is_still_moved(x: torch.Tensor) -> None:
     assert plain(x).shape == (2, 3)
 
 
+WRONG_INPUT_SHAPE = (3, 7)  # fails on the owner: mat1 and mat2 shapes cannot be multiplied
+
+
+@pytest.mark.parametrize(
+    ("fixture", "interface"), [("linear_rm", None), ("scaled_rm", LinearInterface)]
+)
 def test_async_errors_name_owner_and_method_with_a_timeout(
-    scaled_rm: RemoteModule, linear_rm: RemoteModule
+    fixture: str, interface: Any, request: pytest.FixtureRequest
 ) -> None:
-    wrong = torch.ones(3, 7)  # fails on the owner
-    for rm, interface in ((scaled_rm, LinearInterface), (linear_rm, None)):
-        timed = RemoteModule.init_from_module_rref(
-            "worker1/cpu", rm.module_rref, interface, timeout=30
-        )
-        with pytest.raises(RuntimeError) as raised:
-            timed.forward_async(wrong).wait()
-        assert "RemoteModule.forward on worker 'worker1' failed" in str(raised.value)
-        assert "mat1 and mat2" in str(raised.value)
-        # Without a RemoteModule timeout the future is the RPC's own, and so is its error.
-        with pytest.raises(RuntimeError, match="mat1 and mat2") as raised:
-            rm.forward_async(wrong).wait()
-        assert "RemoteModule.forward" not in str(raised.value)
-        # Synchronous calls always name the owner and method.
-        with pytest.raises(RuntimeError, match=r"RemoteModule\.forward on worker 'worker1' failed"):
-            rm.forward(wrong)
+    rm = request.getfixturevalue(fixture)
+    timed = RemoteModule.init_from_module_rref("worker1/cpu", rm.module_rref, interface, timeout=30)
+    with pytest.raises(RuntimeError) as raised:
+        timed.forward_async(torch.ones(WRONG_INPUT_SHAPE)).wait()
+    assert "RemoteModule.forward on worker 'worker1' failed" in str(raised.value)
+    assert "mat1 and mat2" in str(raised.value)
+
+
+@pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
+def test_async_errors_without_a_timeout_are_the_rpcs_own(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    # Without a RemoteModule timeout the future is the RPC's own, and so is its error.
+    rm = request.getfixturevalue(fixture)
+    with pytest.raises(RuntimeError, match="mat1 and mat2") as raised:
+        rm.forward_async(torch.ones(WRONG_INPUT_SHAPE)).wait()
+    assert "RemoteModule.forward" not in str(raised.value)
+
+
+@pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
+def test_sync_errors_always_name_owner_and_method(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    rm = request.getfixturevalue(fixture)
+    with pytest.raises(RuntimeError, match=r"RemoteModule\.forward on worker 'worker1' failed"):
+        rm.forward(torch.ones(WRONG_INPUT_SHAPE))
 
 
 def test_calls_under_the_profiler_take_rpcs_own_path(

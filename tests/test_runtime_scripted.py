@@ -188,8 +188,8 @@ def test_scripted_refuses_pickling(scripted: torch.jit.ScriptModule) -> None:
 def test_scripting_again_reuses_parsed_methods(
     monkeypatch: pytest.MonkeyPatch, scripted: torch.jit.ScriptModule, x: Tensor
 ) -> None:
-    """A second RemoteModule of a scripted interface scripts without parsing any method
-    again, and both the scripted and the eager forms still behave."""
+    """A second RemoteModule of a scripted interface (built or rebuilt from its module RRef)
+    scripts without parsing any method again, and the scripted copy behaves like the first."""
     from remote_module.runtime import torchscript as _scripting
 
     parsed: list[str] = []
@@ -209,21 +209,29 @@ def test_scripting_again_reuses_parsed_methods(
         assert again.describe(times=4) == "w4"
         with pytest.raises(torch.jit.Error, match=PICKLE_ERROR):
             again.__getstate__()
-        # The eager RemoteModule is unchanged for Python callers.
-        torch.testing.assert_close(rm(x), local(x))
-        torch.testing.assert_close(rm.forward_async(x, scale=2.0).wait(), local(x, 2.0))
-        assert rm.describe("v") == "v2"
-        assert rm.weight_sum() == pytest.approx(local.linear.weight.sum().item())
-        with pytest.raises(RuntimeError, match=PICKLE_ERROR):
-            pickle.dumps(rm)
-        with pytest.raises(TypeError, match="argument 'x'"):
-            rm.forward("not a tensor")
-        # It still travels over RPC and works on arrival.
-        result = rpc.rpc_sync("worker2", helpers.call_remote_module, (rm, x))
-        torch.testing.assert_close(result, local(x))
-        # And a parent that holds it scripts too.
-        torch.testing.assert_close(torch.jit.script(Hybrid(rm))(x).shape, torch.Size([2, 2]))
     assert parsed == []
+
+
+@pytest.mark.parametrize("built", ["constructed", "from module_rref"])
+def test_scripting_leaves_the_eager_remote_module_as_it_was(built: str, x: Tensor) -> None:
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+    if built == "from module_rref":
+        rm = RemoteModule.init_from_module_rref("worker1/cpu", rm.module_rref, LinearInterface)
+    torch.jit.script(rm)
+    local = local_scaled(rm)
+    torch.testing.assert_close(rm(x), local(x))
+    torch.testing.assert_close(rm.forward_async(x, scale=2.0).wait(), local(x, 2.0))
+    assert rm.describe("v") == "v2"
+    assert rm.weight_sum() == pytest.approx(local.linear.weight.sum().item())
+    with pytest.raises(RuntimeError, match=PICKLE_ERROR):
+        pickle.dumps(rm)
+    with pytest.raises(TypeError, match="argument 'x'"):
+        rm.forward("not a tensor")
+    # It still travels over RPC and works on arrival.
+    result = rpc.rpc_sync("worker2", helpers.call_remote_module, (rm, x))
+    torch.testing.assert_close(result, local(x))
+    # And a parent that holds it scripts too.
+    torch.testing.assert_close(torch.jit.script(Hybrid(rm))(x).shape, torch.Size([2, 2]))
 
 
 def test_scripting_without_torchs_stub_internals(
@@ -283,7 +291,7 @@ def test_constructor_signature_and_argument_errors() -> None:
         RemoteModule("worker1/cpu", nn.Linear, bogus=1)  # type: ignore[call-arg]
 
 
-def test_dir_lists_what_a_remote_module_has(scaled_rm: RemoteModule, x: Tensor) -> None:
+def test_dir_lists_what_a_remote_module_has(scaled_rm: RemoteModule) -> None:
     listed = dir(scaled_rm)
     for name in (
         "forward",
@@ -304,7 +312,9 @@ def test_dir_lists_what_a_remote_module_has(scaled_rm: RemoteModule, x: Tensor) 
         assert name in listed, name
     for name in ("cuda", "to", "parameters", "buffers", "_prepare", "_parameters"):
         assert name not in listed, name
-    # A subclass's own methods, private ones too, are listed and found by torch.jit.script.
+
+
+def test_a_subclass_own_private_method_is_listed_and_scripted(x: Tensor) -> None:
     doubling = Doubling("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
     assert "_twice" in dir(doubling)
     torch.testing.assert_close(torch.jit.script(doubling)._twice(x), 2 * doubling(x))
@@ -339,18 +349,20 @@ def test_other_script_modules_still_travel_over_rpc() -> None:
     torch.testing.assert_close(back(ones), module(ones))
 
 
-def test_generated_remote_functions_move_every_shape_to_the_device(x: Tensor) -> None:
-    """The compiled ``_remote_forward`` moves each argument to the module's device; the
-    generated movers cover every result shape (a meta target: no GPU needed)."""
+def test_generated_remote_forward_moves_arguments_to_the_device(x: Tensor) -> None:
+    """The compiled ``_remote_forward`` moves each argument to the module's device (a meta
+    target: no GPU needed); with a device map set, the result stays there."""
     generated = registry.scriptable_module(ShapesInterface, True)
     assert generated.MOVES_CPU_TENSORS_TO_DEVICE is True
     local = rpc.RRef(torch.jit.script(helpers.ShapesModule()), ShapesInterface)
-    # device map set: the result stays where the module computed it
     total, many, named = generated._remote_forward(local, "meta", True, x, None, [x], {"a": x})
     assert [t.device.type for t in (total, *many, *named.values())] == ["meta"] * 3
     total, many, named = generated._remote_forward(local, "cpu", False, x, None, [x], {"a": x})
     torch.testing.assert_close(total, 2 * x)
 
+
+def test_generated_movers_cover_every_result_shape(x: Tensor) -> None:
+    generated = registry.scriptable_module(ShapesInterface, True)
     model = registry.interface_model(ShapesInterface)
     movers = {
         method.name: getattr(generated, api.mover_name(method.returns)) for method in model.methods
