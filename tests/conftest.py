@@ -70,13 +70,13 @@ def group(request: pytest.FixtureRequest) -> Iterator[list[subprocess.Popen[byte
 
 
 @pytest.fixture(scope="module")
-def linear_rm(group: list[subprocess.Popen[bytes]]) -> RemoteModule:
+def linear_rm(group: list[subprocess.Popen[bytes]] | None) -> RemoteModule:
     """A non-scriptable RemoteModule; tests that change its state build their own."""
     return RemoteModule("worker1/cpu", nn.Linear, args=(4, 3))
 
 
 @pytest.fixture(scope="module")
-def scaled_rm(group: list[subprocess.Popen[bytes]]) -> RemoteModule:
+def scaled_rm(group: list[subprocess.Popen[bytes]] | None) -> RemoteModule:
     """A RemoteModule built with ``LinearInterface``; read-only for the tests that share it."""
     return RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
 
