@@ -132,6 +132,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         item.ihook.pytest_runtest_logreport(report=report)
     for data in reports or ():
         report = item.config.hook.pytest_report_from_serializable(config=item.config, data=data)
+        if isinstance(report.longrepr, list):  # a skip's (path, line, reason), as JSON gave it
+            report.longrepr = tuple(report.longrepr)
         item.ihook.pytest_runtest_logreport(report=report)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
