@@ -1,4 +1,10 @@
-"""Each test module that starts an RPC group runs in a pytest process of its own.
+"""What every test module shares: the RPC group fixtures, and a pytest process of its own for
+each module that starts an RPC group.
+
+A module marked ``pytestmark = pytest.mark.rpc_group(world_size, graceful=True)`` runs its tests
+inside one RPC group of ``world_size`` processes (this process is ``worker0``), started by the
+module-scoped ``group`` fixture before its first test and shut down after its last. ``scaled_rm``,
+``linear_rm`` and ``x`` are the remote modules and input the runtime tests share.
 
 ``torch.distributed.rpc`` keeps process-wide state that outlives ``rpc.shutdown()``: the
 RRef context is a singleton bound to the first RPC agent of the process, and the barriers of a
@@ -6,8 +12,8 @@ graceful shutdown are numbered by a C++ static. A second group in one process th
 or cannot fork RRefs. When a session selects more than one such module, each one runs in a
 child ``pytest`` before the main loop, and its reports are replayed here, item by item.
 
-A module is isolated when it imports ``tests.rpc_group.rpc_group`` or is marked
-``pytestmark = pytest.mark.own_process``.
+A module is isolated when it is marked ``rpc_group(...)`` or ``own_process`` (a module that
+starts a group of its own), or imports ``tests.support.rpc_group.rpc_group``.
 """
 
 from __future__ import annotations
@@ -17,10 +23,17 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+from torch import nn
+
+from remote_module import RemoteModule
+from tests.support.interfaces import LinearInterface, ScaledLinear
+from tests.support.rpc_group import rpc_group
 
 _CHILD_REPORTS = "RM_TEST_CHILD_REPORTS"  # set in a child: where it writes its reports
 _CHILD_TIMEOUT_S = 900
@@ -34,6 +47,47 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "own_process: run this module in a pytest process of its own"
     )
+    config.addinivalue_line(
+        "markers",
+        "rpc_group(world_size, graceful=True): run this module's tests in one RPC group of "
+        "world_size processes, in a pytest process of its own",
+    )
+
+
+# --- Fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def group(request: pytest.FixtureRequest) -> Iterator[list[subprocess.Popen[bytes]] | None]:
+    """The module's RPC group, when it is marked ``rpc_group``: its worker processes (ranks
+    1..); ``None`` in a module without the mark."""
+    marker = request.node.get_closest_marker("rpc_group")
+    if marker is None:
+        yield None
+        return
+    with rpc_group(*marker.args, **marker.kwargs) as workers:
+        yield workers
+
+
+@pytest.fixture(scope="module")
+def linear_rm(group: list[subprocess.Popen[bytes]] | None) -> RemoteModule:
+    """A non-scriptable RemoteModule; tests that change its state build their own."""
+    return RemoteModule("worker1/cpu", nn.Linear, args=(4, 3))
+
+
+@pytest.fixture(scope="module")
+def scaled_rm(group: list[subprocess.Popen[bytes]] | None) -> RemoteModule:
+    """A RemoteModule built with ``LinearInterface``; read-only for the tests that share it."""
+    return RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+
+
+@pytest.fixture
+def x() -> torch.Tensor:
+    """The input the runtime tests send: ``(2, 4)``, the values 0..7."""
+    return torch.arange(8, dtype=torch.float32).reshape(2, 4)
+
+
+# --- Own processes --------------------------------------------------------------------------
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -78,17 +132,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         item.ihook.pytest_runtest_logreport(report=report)
     for data in reports or ():
         report = item.config.hook.pytest_report_from_serializable(config=item.config, data=data)
+        if isinstance(report.longrepr, list):  # a skip's (path, line, reason), as JSON gave it
+            report.longrepr = tuple(report.longrepr)
         item.ihook.pytest_runtest_logreport(report=report)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
 
 
 def _needs_own_process(item: pytest.Item) -> bool:
-    if item.get_closest_marker("own_process") is not None:
+    if any(item.get_closest_marker(name) is not None for name in ("own_process", "rpc_group")):
         return True
     module = getattr(item, "module", None)
     group = getattr(module, "rpc_group", None)
-    return getattr(group, "__module__", None) == "tests.rpc_group"
+    return getattr(group, "__module__", None) == "tests.support.rpc_group"
 
 
 def _run_child(config: pytest.Config, path: str, items: list[pytest.Item]) -> None:

@@ -15,7 +15,7 @@ from remote_module.codegen.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 PROG = "remote-module-codegen"
-SPECS = ["tests.interfaces:LinearInterface", "tests.interfaces:ShapesInterface"]
+SPECS = ["tests.support.interfaces:LinearInterface", "tests.support.interfaces:ShapesInterface"]
 FILES = ["__init__.py", "linear_interface.py", "non_scriptable.py", "shapes_interface.py"]
 TIMEOUT_S = 120
 
@@ -132,7 +132,7 @@ def test_generated_package_is_importable(generated: dict[str, Path]) -> None:
         from remote_module.runtime import registry
         warnings.simplefilter("error", StaleGeneratedModuleWarning)
         import gen_first
-        from tests.interfaces import LinearInterface, ShapesInterface
+        from tests.support.interfaces import LinearInterface, ShapesInterface
         expected = {LinearInterface: "linear_interface", ShapesInterface: "shapes_interface"}
         for cls, module in expected.items():
             assert registry.scriptable_module_name(cls, True) == f"gen_first.{module}"
@@ -217,13 +217,17 @@ def test_no_cuda_emits_no_movers(generated: dict[str, Path]) -> None:
 # subprocess pays for importing torch, so not all of them).
 BAD_INPUTS: dict[str, tuple[list[str], str, bool]] = {
     "no arguments": ([], "required", True),
-    "no output dir": (["tests.interfaces:LinearInterface"], "--output-dir", False),
+    "no output dir": (["tests.support.interfaces:LinearInterface"], "--output-dir", False),
     "missing module": (["nomodule:X", "--output-dir", "{out}"], "nomodule", True),
-    "missing attribute": (["tests.interfaces:Missing", "--output-dir", "{out}"], "Missing", False),
+    "missing attribute": (
+        ["tests.support.interfaces:Missing", "--output-dir", "{out}"],
+        "Missing",
+        False,
+    ),
     "not a class": (["os:path", "--output-dir", "{out}"], "os:path", True),
     "not an interface": (
-        ["tests.interfaces:ScaledLinear", "--output-dir", "{out}"],
-        "tests.interfaces.ScaledLinear",
+        ["tests.support.interfaces:ScaledLinear", "--output-dir", "{out}"],
+        "tests.support.interfaces.ScaledLinear",
         False,
     ),
     "no colon": (["foo", "--output-dir", "{out}"], "'foo'", False),

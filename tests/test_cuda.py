@@ -1,4 +1,5 @@
-"""The CUDA promises of API.md against a real RPC group, on a module placed on ``cuda:0``.
+"""What RemoteModule promises on CUDA, against a real RPC group, on a module placed on
+``cuda:0``.
 
 CPU tensors in args and kwargs reach the owner on its device; results of every shape come back
 on CPU (no device map is set); scripted calls, ``_async`` twins, distributed autograd with
@@ -9,7 +10,6 @@ This process is ``worker0``; every module lives on ``worker1``. Skipped without 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,11 +20,14 @@ from torch import Tensor, nn
 from torch.distributed.optim import DistributedOptimizer
 
 from remote_module import RemoteModule
-from tests import runtime_helpers as helpers
-from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
-from tests.rpc_group import RPC_TIMEOUT_S, rpc_group
+from tests.support import runtime_helpers as helpers
+from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface
+from tests.support.rpc_group import RPC_TIMEOUT_S
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    pytest.mark.rpc_group(2),  # see tests/conftest.py
+]
 
 OWNER = "worker1"
 DEVICE = "cuda:0"
@@ -32,14 +35,9 @@ DEVICE_TYPE = torch.device(DEVICE).type
 LR = 0.1
 
 
-@pytest.fixture(scope="module", autouse=True)
-def group() -> Iterator[None]:
-    with rpc_group(2):
-        yield
-
-
 @pytest.fixture
 def x() -> Tensor:
+    """Overrides the shared ``x``: values of both signs."""
     return torch.linspace(-1.0, 1.0, 8).reshape(2, 4)
 
 

@@ -19,7 +19,7 @@ from remote_module.codegen import Argument, Interface, Method, TypeRef, api, par
 from remote_module.codegen.model import Kind, parse_type, render_literal
 from remote_module.runtime.module import reserved_names
 from tests.golden_interfaces import Box, ContainersInterface, Stats
-from tests.interfaces import Pair
+from tests.support.interfaces import Pair
 
 QUALIFIED = f"{__name__}."
 NASTY = "'); import os; ('"
@@ -302,7 +302,7 @@ def test_annotation_maps_to_typeref(annotation: Any, kind: Kind, text: str) -> N
 def test_named_types_carry_their_import_location() -> None:
     pair = parse_type(Pair, "where")
     assert (pair.module, pair.qualname, pair.fields) == (
-        "tests.interfaces",
+        "tests.support.interfaces",
         "Pair",
         ("first", "second"),
     )
@@ -362,7 +362,9 @@ def _refusal(interface_cls: object) -> str:
     return str(raised.value)
 
 
-@pytest.mark.parametrize("value", [42, "tests.interfaces:LinearInterface", len, typing], ids=repr)
+@pytest.mark.parametrize(
+    "value", [42, "tests.support.interfaces:LinearInterface", len, typing], ids=repr
+)
 def test_refuses_non_class(value: object) -> None:
     message = _refusal(value)
     assert repr(value) in message

@@ -20,8 +20,8 @@ import torch.distributed.rpc as rpc
 
 from remote_module import RemoteModule
 from remote_module._process import end_processes, free_port
-from tests.interfaces import LinearInterface, ScaledLinear
-from tests.rpc_group import ROOT
+from tests.support.interfaces import LinearInterface, ScaledLinear
+from tests.support.rpc_group import ROOT
 
 SUFFIX = f"{os.getpid() % 100000}"
 NAMESPACE = f"rmtest{SUFFIX}"
@@ -49,7 +49,10 @@ def _netns_unavailable() -> str | None:
 
 
 _REASON = _netns_unavailable()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+pytestmark = [
+    pytest.mark.skipif(_REASON is not None, reason=_REASON or ""),
+    pytest.mark.own_process,  # it starts an RPC group of its own (see tests/conftest.py)
+]
 
 
 @contextlib.contextmanager
@@ -88,7 +91,7 @@ def owner_across_veth() -> Iterator[subprocess.Popen[bytes]]:
                 NAMESPACE,
                 sys.executable,
                 "-m",
-                "tests.rpc_worker",
+                "tests.support.rpc_worker",
                 "1",
                 "2",
                 str(port),

@@ -33,8 +33,8 @@ import torch.distributed.rpc as rpc
 from torch import Tensor
 
 from remote_module import RemoteModule
-from tests import reliability_helpers as helpers
-from tests.rpc_group import rpc_group
+from tests.support import reliability_helpers as helpers
+from tests.support.reliability_helpers import OWNER_KEYS
 
 TIMEOUT = 0.5  # the RemoteModule timeout of the blocking tests
 SLACK = 1.5  # scheduling on 2 shared cores: an error must come within TIMEOUT + SLACK
@@ -42,9 +42,13 @@ PROMPT = 5.0  # a call that should just work, on a loaded machine
 OWNER = "worker1"
 VICTIM = "worker5"
 WORLD_SIZE = 6
+# Not graceful: part 2 kills a member, and a timed-out call that returns RRefs leaks them on the
+# owner (test_timed_out_call_leaves_nothing_on_the_owner), which would stall a graceful
+# shutdown for minutes. The group fixture (tests/conftest.py) yields the worker processes.
+pytestmark = pytest.mark.rpc_group(WORLD_SIZE, graceful=False)
 
-# Counters that return to their baseline once every RemoteModule and future is gone.
-OWNER_KEYS = ("num_owner_rrefs", "num_forks", "num_pending_users", "num_pending_futures")
+# Counters that return to their baseline once every RemoteModule and future is gone: the
+# owner's (OWNER_KEYS) and the agent's.
 AGENT_KEYS = ("agent.client_active_calls", "agent.server_active_async_calls")
 
 
@@ -93,15 +97,6 @@ def settle(
         if now == baseline or time.monotonic() - start > limit_s:
             return now, time.monotonic() - start
         time.sleep(0.2)
-
-
-@pytest.fixture(scope="module")
-def group() -> Iterator[list[subprocess.Popen[bytes]]]:
-    # Not graceful: part 2 kills a member, and a timed-out call that returns RRefs leaks them
-    # on the owner (test_timed_out_call_leaves_nothing_on_the_owner), which would stall a
-    # graceful shutdown for minutes.
-    with rpc_group(WORLD_SIZE, graceful=False) as workers:
-        yield workers
 
 
 # --- Part 1: timeouts everywhere -----------------------------------------------------------
@@ -180,7 +175,6 @@ BLOCKED_CALLS: list[tuple[str, Callable[[RemoteModule, RemoteModule], Any], tupl
 ]
 
 
-@pytest.mark.usefixtures("group")
 class TestTimeouts:
     @pytest.mark.timeout(60)
     @pytest.mark.parametrize(
@@ -401,7 +395,6 @@ def warmed_up(group: list[subprocess.Popen[bytes]]) -> list[subprocess.Popen[byt
     return group
 
 
-@pytest.mark.usefixtures("group")
 class TestLoad:
     @pytest.mark.timeout(120)
     @pytest.mark.parametrize("interface", [None, helpers.AddInterface], ids=["plain", "interface"])
@@ -522,7 +515,6 @@ def owner_killed(group: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.usefixtures("group")
 class TestOwnerFailure:
     @pytest.mark.timeout(90)
     def test_every_pending_call_errors_within_the_timeout(

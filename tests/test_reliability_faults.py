@@ -16,9 +16,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -30,15 +28,16 @@ from torch import Tensor
 
 from remote_module import RemoteModule
 from remote_module._process import end_processes, free_port
-from tests import reliability_helpers as helpers
-from tests.faulty_worker import RREF_MESSAGES, backend, faulty_options
-from tests.rpc_group import ROOT
+from tests.support import reliability_helpers as helpers
+from tests.support.faulty_worker import RREF_MESSAGES, backend, faulty_options
+from tests.support.reliability_helpers import OWNER_KEYS
+from tests.support.rpc_group import start_workers
+from tests.support.runtime_helpers import call_remote_module
 
 pytestmark = pytest.mark.own_process  # one RPC group per process (see tests/conftest.py)
 
 OWNER = "worker1"
 SLACK = 1.5  # scheduling on 2 shared cores
-OWNER_KEYS = ("num_owner_rrefs", "num_forks", "num_pending_users", "num_pending_futures")
 
 
 def x_of(value: float, width: int = 4) -> Tensor:
@@ -89,25 +88,12 @@ def faulty_group(faults: list[dict[str, Any]]) -> Iterator[list[subprocess.Popen
     ``faults[r]``. Shut down without gathering: a construction that timed out leaves an RRef on
     the owner that a graceful shutdown would wait minutes for."""
     port, world_size = free_port(), len(faults)
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    workers = start_workers(
+        world_size,
+        port,
+        worker="tests.support.faulty_worker",
+        extra_args=lambda rank: [json.dumps(faults[rank])],
     )
-    workers = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.faulty_worker",
-                str(rank),
-                str(world_size),
-                str(port),
-                json.dumps(faults[rank]),
-            ],
-            cwd=ROOT,
-            env=env,
-        )
-        for rank in range(1, world_size)
-    ]
     try:
         rpc.init_rpc(
             "worker0",
@@ -168,10 +154,10 @@ class TestInjectedFaults:
         # Sent to a third worker: it forks the RRef (RREF_FORK_REQUEST to the owner,
         # RREF_CHILD_ACCEPT back to us), both failing twice before they get through.
         start = time.monotonic()
-        assert torch.equal(on("worker2", helpers.call_remote_module, plain, x_of(3)), x_of(8))
+        assert torch.equal(on("worker2", call_remote_module, plain, x_of(3)), x_of(8))
         fork_s = time.monotonic() - start
         assert fork_s > 0.5, f"the fork took {fork_s:.2f} s: were its messages failed at all?"
-        assert torch.equal(on("worker2", helpers.call_remote_module, scripted, x_of(4)), x_of(10))
+        assert torch.equal(on("worker2", call_remote_module, scripted, x_of(4)), x_of(10))
         futures = [plain.forward_async(x_of(i)) for i in range(50)]
         for i, future in enumerate(futures):
             assert torch.equal(helpers.wait_bounded(future, 20), x_of(i + 5))

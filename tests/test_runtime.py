@@ -1,5 +1,6 @@
-"""The runtime contract of ``remote_module.RemoteModule`` (API.md, "Runtime" and "Beyond
-upstream"), exercised the way a user would: through a real three-worker RPC group.
+"""What ``remote_module.RemoteModule`` promises at run time, upstream's behaviour and ours where
+the README's "How it differs from upstream" says they differ, exercised the way a user would:
+through a real three-worker RPC group.
 
 This process is ``worker0``; modules live on ``worker1`` (and ``worker2``). Everything that
 scripts a RemoteModule is in ``test_runtime_scripted.py``.
@@ -26,25 +27,18 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 import remote_module
 from remote_module import RemoteDevice, RemoteModule, parse_remote_device
 from remote_module.runtime.calls import move_to_device
-from tests import runtime_helpers as helpers
-from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
-from tests.rpc_group import rpc_group
+from tests.support import runtime_helpers as helpers
+from tests.support.expected import (
+    NOT_A_MODULE_ERROR,
+    PICKLE_ERROR,
+    PICKLED_ATTRIBUTES,
+    bad_remote_device_error,
+    unsupported_method_error,
+)
+from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface, local_scaled
 
-PICKLED_ATTRIBUTES = (
-    "on",
-    "device",
-    "is_device_map_set",
-    "is_scriptable",
-    "generated_methods",
-    "module_rref",
-)
-PICKLE_ERROR = (
-    "Cannot pickle RemoteModule in python pickler. RemoteModule can only be pickled when using RPC"
-)
-NOT_A_MODULE_ERROR = (
-    "Expect `module_cls(*args, **kwargs)` returns an instance of <class nn.Module>, "
-    "but it returns an instance of <class 'int'>."
-)
+pytestmark = pytest.mark.rpc_group(3)  # see tests/conftest.py
+
 LINEAR_METHODS = [
     "forward_async",
     "forward",
@@ -56,42 +50,12 @@ LINEAR_METHODS = [
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def group() -> Iterator[None]:
-    with rpc_group(3):
-        yield
-
-
-@pytest.fixture(scope="module")
-def linear_rm(group: None) -> RemoteModule:
-    """A non-scriptable RemoteModule; tests that change its state build their own."""
-    return RemoteModule("worker1/cpu", nn.Linear, args=(4, 3))
-
-
-@pytest.fixture(scope="module")
-def scaled_rm(group: None) -> RemoteModule:
-    """A RemoteModule built with ``LinearInterface``; read-only for the tests that share it."""
-    return RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
-
-
-@pytest.fixture
-def x() -> torch.Tensor:
-    return torch.arange(8, dtype=torch.float32).reshape(2, 4)
-
-
 def owner_state(rm: RemoteModule) -> dict[str, torch.Tensor]:
     return rpc.rpc_sync(rm.get_module_rref().owner(), helpers.owner_state_dict, (rm.module_rref,))
 
 
 def owner_training(rm: RemoteModule) -> bool:
     return rpc.rpc_sync(rm.get_module_rref().owner(), helpers.training_flag, (rm.module_rref,))
-
-
-def local_scaled(rm: RemoteModule) -> ScaledLinear:
-    """A local ScaledLinear with the remote one's weights, to compute expected values."""
-    local = ScaledLinear()
-    local.load_state_dict(rm.remote_state_dict())
-    return local
 
 
 # --- remote_device ------------------------------------------------------------------------
@@ -133,13 +97,9 @@ def test_parse_remote_device_is_public() -> None:
     ],
 )
 def test_bad_remote_device_is_a_value_error(remote_device: str) -> None:
-    message = (
-        f"Could not parse remote_device: {remote_device}. "
-        "The valid format is '<workername>/<device>'"
-    )
     with pytest.raises(ValueError) as raised:
         RemoteModule(remote_device, nn.Linear, args=(4, 3))
-    assert str(raised.value) == message
+    assert str(raised.value) == bad_remote_device_error(remote_device)
 
 
 @pytest.mark.parametrize("device", ["bogus", "cuda:x"])
@@ -381,7 +341,7 @@ def test_unsupported_methods_raise(
     rm = request.getfixturevalue(fixture)
     with pytest.raises(ValueError) as raised:
         getattr(rm, name)(*args)
-    assert str(raised.value) == f"Method ``{name}`` not supported for RemoteModule"
+    assert str(raised.value) == unsupported_method_error(name)
 
 
 @pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
@@ -392,8 +352,7 @@ def test_parameters_points_to_remote_parameters(
     with pytest.raises(ValueError) as raised:
         rm.parameters()
     assert str(raised.value) == (
-        "Method ``parameters`` not supported for RemoteModule. "
-        "Please use ``remote_parameters`` instead."
+        f"{unsupported_method_error('parameters')}. Please use ``remote_parameters`` instead."
     )
 
 
@@ -708,25 +667,41 @@ def test_a_module_with_its_own_to_is_still_moved(x: torch.Tensor) -> None:
     assert plain(x).shape == (2, 3)
 
 
+WRONG_INPUT_SHAPE = (3, 7)  # fails on the owner: mat1 and mat2 shapes cannot be multiplied
+
+
+@pytest.mark.parametrize(
+    ("fixture", "interface"), [("linear_rm", None), ("scaled_rm", LinearInterface)]
+)
 def test_async_errors_name_owner_and_method_with_a_timeout(
-    scaled_rm: RemoteModule, linear_rm: RemoteModule
+    fixture: str, interface: Any, request: pytest.FixtureRequest
 ) -> None:
-    wrong = torch.ones(3, 7)  # fails on the owner
-    for rm, interface in ((scaled_rm, LinearInterface), (linear_rm, None)):
-        timed = RemoteModule.init_from_module_rref(
-            "worker1/cpu", rm.module_rref, interface, timeout=30
-        )
-        with pytest.raises(RuntimeError) as raised:
-            timed.forward_async(wrong).wait()
-        assert "RemoteModule.forward on worker 'worker1' failed" in str(raised.value)
-        assert "mat1 and mat2" in str(raised.value)
-        # Without a RemoteModule timeout the future is the RPC's own, and so is its error.
-        with pytest.raises(RuntimeError, match="mat1 and mat2") as raised:
-            rm.forward_async(wrong).wait()
-        assert "RemoteModule.forward" not in str(raised.value)
-        # Synchronous calls always name the owner and method.
-        with pytest.raises(RuntimeError, match=r"RemoteModule\.forward on worker 'worker1' failed"):
-            rm.forward(wrong)
+    rm = request.getfixturevalue(fixture)
+    timed = RemoteModule.init_from_module_rref("worker1/cpu", rm.module_rref, interface, timeout=30)
+    with pytest.raises(RuntimeError) as raised:
+        timed.forward_async(torch.ones(WRONG_INPUT_SHAPE)).wait()
+    assert "RemoteModule.forward on worker 'worker1' failed" in str(raised.value)
+    assert "mat1 and mat2" in str(raised.value)
+
+
+@pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
+def test_async_errors_without_a_timeout_are_the_rpcs_own(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    # Without a RemoteModule timeout the future is the RPC's own, and so is its error.
+    rm = request.getfixturevalue(fixture)
+    with pytest.raises(RuntimeError, match="mat1 and mat2") as raised:
+        rm.forward_async(torch.ones(WRONG_INPUT_SHAPE)).wait()
+    assert "RemoteModule.forward" not in str(raised.value)
+
+
+@pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
+def test_sync_errors_always_name_owner_and_method(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    rm = request.getfixturevalue(fixture)
+    with pytest.raises(RuntimeError, match=r"RemoteModule\.forward on worker 'worker1' failed"):
+        rm.forward(torch.ones(WRONG_INPUT_SHAPE))
 
 
 def test_calls_under_the_profiler_take_rpcs_own_path(

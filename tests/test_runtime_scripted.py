@@ -1,6 +1,6 @@
-"""``torch.jit.script`` on a RemoteModule built with an interface (API.md, "Runtime" and
-"Beyond upstream"): every interface method, defaults and keyword arguments, a scripted model
-that holds a RemoteModule, and what a scripted RemoteModule refuses.
+"""``torch.jit.script`` on a RemoteModule built with an interface: every interface method,
+defaults and keyword arguments, a scripted model that holds a RemoteModule, and what a
+scripted RemoteModule refuses (the README's "How it differs from upstream" says what is ours).
 
 This process is ``worker0``; modules live on ``worker1`` and ``worker2``.
 """
@@ -8,12 +8,10 @@ This process is ``worker0``; modules live on ``worker1`` and ``worker2``.
 from __future__ import annotations
 
 import inspect
-import os
 import pickle
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -25,40 +23,17 @@ from torch.distributed.optim import DistributedOptimizer
 from remote_module import RemoteModule
 from remote_module.codegen import api
 from remote_module.runtime import registry
-from tests import runtime_helpers as helpers
-from tests.interfaces import LinearInterface, ScaledLinear, ShapesInterface
-from tests.rpc_group import ROOT, rpc_group
+from tests.support import runtime_helpers as helpers
+from tests.support.expected import PICKLE_ERROR
+from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface, local_scaled
+from tests.support.rpc_group import ROOT, checkout_env
 
-PICKLE_ERROR = (
-    "Cannot pickle RemoteModule in python pickler. RemoteModule can only be pickled when using RPC"
-)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def group() -> Iterator[None]:
-    with rpc_group(3):
-        yield
-
-
-@pytest.fixture(scope="module")
-def scaled_rm(group: None) -> RemoteModule:
-    return RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+pytestmark = pytest.mark.rpc_group(3)  # see tests/conftest.py
 
 
 @pytest.fixture(scope="module")
 def scripted(scaled_rm: RemoteModule) -> torch.jit.ScriptModule:
     return torch.jit.script(scaled_rm)
-
-
-@pytest.fixture
-def x() -> Tensor:
-    return torch.arange(8, dtype=torch.float32).reshape(2, 4)
-
-
-def local_scaled(rm: RemoteModule) -> ScaledLinear:
-    local = ScaledLinear()
-    local.load_state_dict(rm.remote_state_dict())
-    return local
 
 
 class Hybrid(nn.Module):
@@ -158,8 +133,8 @@ def test_named_tuple_and_optional_defaults_scripted(x: Tensor) -> None:
 
 
 def test_shapes_interface_scripts(x: Tensor) -> None:
-    """``tests.interfaces.Pair`` is a NamedTuple the interface names: the RemoteModule scripts
-    and its results keep their structure."""
+    """``tests.support.interfaces.Pair`` is a NamedTuple the interface names: the RemoteModule
+    scripts and its results keep their structure."""
     rm = RemoteModule("worker2/cpu", helpers.ShapesModule, module_interface_cls=ShapesInterface)
     scripted = torch.jit.script(rm)
     total, many, named = scripted(x, x, [x], {"a": x})
@@ -176,7 +151,7 @@ def test_shapes_interface_scripts(x: Tensor) -> None:
 def test_interface_naming_a_script_class_resolves(x: Tensor) -> None:
     """``Box`` is a TorchScript class the interface names: the generated code compiles on
     both sides and the RemoteModule scripts. (Box values themselves are not sent: this torch's
-    RPC cannot unpickle script-class objects, see the report.)"""
+    RPC cannot unpickle script-class objects: the README's "Known limits".)"""
     rm = RemoteModule("worker1/cpu", helpers.BoxModule, module_interface_cls=helpers.BoxInterface)
     assert sorted(m.__name__ for m in rm.generated_methods) == [
         "boxed",
@@ -213,8 +188,8 @@ def test_scripted_refuses_pickling(scripted: torch.jit.ScriptModule) -> None:
 def test_scripting_again_reuses_parsed_methods(
     monkeypatch: pytest.MonkeyPatch, scripted: torch.jit.ScriptModule, x: Tensor
 ) -> None:
-    """A second RemoteModule of a scripted interface scripts without parsing any method
-    again, and both the scripted and the eager forms still behave."""
+    """A second RemoteModule of a scripted interface (built or rebuilt from its module RRef)
+    scripts without parsing any method again, and the scripted copy behaves like the first."""
     from remote_module.runtime import torchscript as _scripting
 
     parsed: list[str] = []
@@ -234,21 +209,29 @@ def test_scripting_again_reuses_parsed_methods(
         assert again.describe(times=4) == "w4"
         with pytest.raises(torch.jit.Error, match=PICKLE_ERROR):
             again.__getstate__()
-        # The eager RemoteModule is unchanged for Python callers.
-        torch.testing.assert_close(rm(x), local(x))
-        torch.testing.assert_close(rm.forward_async(x, scale=2.0).wait(), local(x, 2.0))
-        assert rm.describe("v") == "v2"
-        assert rm.weight_sum() == pytest.approx(local.linear.weight.sum().item())
-        with pytest.raises(RuntimeError, match=PICKLE_ERROR):
-            pickle.dumps(rm)
-        with pytest.raises(TypeError, match="argument 'x'"):
-            rm.forward("not a tensor")
-        # It still travels over RPC and works on arrival.
-        result = rpc.rpc_sync("worker2", helpers.call_remote_module, (rm, x))
-        torch.testing.assert_close(result, local(x))
-        # And a parent that holds it scripts too.
-        torch.testing.assert_close(torch.jit.script(Hybrid(rm))(x).shape, torch.Size([2, 2]))
     assert parsed == []
+
+
+@pytest.mark.parametrize("built", ["constructed", "from module_rref"])
+def test_scripting_leaves_the_eager_remote_module_as_it_was(built: str, x: Tensor) -> None:
+    rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+    if built == "from module_rref":
+        rm = RemoteModule.init_from_module_rref("worker1/cpu", rm.module_rref, LinearInterface)
+    torch.jit.script(rm)
+    local = local_scaled(rm)
+    torch.testing.assert_close(rm(x), local(x))
+    torch.testing.assert_close(rm.forward_async(x, scale=2.0).wait(), local(x, 2.0))
+    assert rm.describe("v") == "v2"
+    assert rm.weight_sum() == pytest.approx(local.linear.weight.sum().item())
+    with pytest.raises(RuntimeError, match=PICKLE_ERROR):
+        pickle.dumps(rm)
+    with pytest.raises(TypeError, match="argument 'x'"):
+        rm.forward("not a tensor")
+    # It still travels over RPC and works on arrival.
+    result = rpc.rpc_sync("worker2", helpers.call_remote_module, (rm, x))
+    torch.testing.assert_close(result, local(x))
+    # And a parent that holds it scripts too.
+    torch.testing.assert_close(torch.jit.script(Hybrid(rm))(x).shape, torch.Size([2, 2]))
 
 
 def test_scripting_without_torchs_stub_internals(
@@ -308,7 +291,7 @@ def test_constructor_signature_and_argument_errors() -> None:
         RemoteModule("worker1/cpu", nn.Linear, bogus=1)  # type: ignore[call-arg]
 
 
-def test_dir_lists_what_a_remote_module_has(scaled_rm: RemoteModule, x: Tensor) -> None:
+def test_dir_lists_what_a_remote_module_has(scaled_rm: RemoteModule) -> None:
     listed = dir(scaled_rm)
     for name in (
         "forward",
@@ -329,7 +312,9 @@ def test_dir_lists_what_a_remote_module_has(scaled_rm: RemoteModule, x: Tensor) 
         assert name in listed, name
     for name in ("cuda", "to", "parameters", "buffers", "_prepare", "_parameters"):
         assert name not in listed, name
-    # A subclass's own methods, private ones too, are listed and found by torch.jit.script.
+
+
+def test_a_subclass_own_private_method_is_listed_and_scripted(x: Tensor) -> None:
     doubling = Doubling("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
     assert "_twice" in dir(doubling)
     torch.testing.assert_close(torch.jit.script(doubling)._twice(x), 2 * doubling(x))
@@ -364,18 +349,20 @@ def test_other_script_modules_still_travel_over_rpc() -> None:
     torch.testing.assert_close(back(ones), module(ones))
 
 
-def test_generated_remote_functions_move_every_shape_to_the_device(x: Tensor) -> None:
-    """The compiled ``_remote_forward`` moves each argument to the module's device; the
-    generated movers cover every result shape (a meta target: no GPU needed)."""
+def test_generated_remote_forward_moves_arguments_to_the_device(x: Tensor) -> None:
+    """The compiled ``_remote_forward`` moves each argument to the module's device (a meta
+    target: no GPU needed); with a device map set, the result stays there."""
     generated = registry.scriptable_module(ShapesInterface, True)
     assert generated.MOVES_CPU_TENSORS_TO_DEVICE is True
     local = rpc.RRef(torch.jit.script(helpers.ShapesModule()), ShapesInterface)
-    # device map set: the result stays where the module computed it
     total, many, named = generated._remote_forward(local, "meta", True, x, None, [x], {"a": x})
     assert [t.device.type for t in (total, *many, *named.values())] == ["meta"] * 3
     total, many, named = generated._remote_forward(local, "cpu", False, x, None, [x], {"a": x})
     torch.testing.assert_close(total, 2 * x)
 
+
+def test_generated_movers_cover_every_result_shape(x: Tensor) -> None:
+    generated = registry.scriptable_module(ShapesInterface, True)
     model = registry.interface_model(ShapesInterface)
     movers = {
         method.name: getattr(generated, api.mover_name(method.returns)) for method in model.methods
@@ -393,9 +380,9 @@ NO_JIT_SCRIPT = textwrap.dedent(
     import torch
     import torch.distributed.rpc as rpc
     from remote_module import RemoteModule
-    from tests.interfaces import LinearInterface, ScaledLinear
+    from tests.support.interfaces import LinearInterface, ScaledLinear
     from remote_module._process import free_port
-    from tests.rpc_group import backend_options
+    from tests.support.rpc_group import backend_options
 
     rpc.init_rpc("worker0", rank=0, world_size=1, rpc_backend_options=backend_options(free_port()))
     try:
@@ -421,15 +408,10 @@ NO_JIT_SCRIPT = textwrap.dedent(
 def test_interface_works_where_torchscript_is_disabled() -> None:
     """With ``PYTORCH_JIT=0`` a RemoteModule built with an interface still works from Python
     (typed stubs from the annotations; only the scriptable output needs TorchScript)."""
-    env = dict(
-        os.environ,
-        PYTORCH_JIT="0",
-        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    )
     done = subprocess.run(
         [sys.executable, "-c", NO_JIT_SCRIPT],
         cwd=ROOT,
-        env=env,
+        env=checkout_env(PYTORCH_JIT="0"),
         capture_output=True,
         text=True,
         timeout=90,

@@ -19,24 +19,14 @@ from torch import Tensor, nn
 from torch._jit_internal import Future
 
 from remote_module import RemoteModule
-from tests.rpc_group import rpc_group
+from tests.support.expected import PICKLED_ATTRIBUTES
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timeout(90), pytest.mark.rpc_group(3)]  # see tests/conftest.py
 
 # Bounds every RPC the tests send themselves; RemoteModule calls use the group's default.
 TIMEOUT_S = 30.0
 WORKER1 = "worker1"
 WORKER2 = "worker2"
-
-# What crosses the wire when a RemoteModule is sent over RPC, in this order (API.md).
-PICKLED_ATTRIBUTES = (
-    "on",
-    "device",
-    "is_device_map_set",
-    "is_scriptable",
-    "generated_methods",
-    "module_rref",
-)
 
 _PARAM_VAL = torch.nn.Parameter(torch.ones(1))
 
@@ -161,12 +151,6 @@ def assert_equal(actual: Any, expected: Any) -> None:
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def group() -> Iterator[None]:
-    with rpc_group(3):
-        yield
-
-
 # --- RemoteModuleTest -----------------------------------------------------------------------
 
 
@@ -270,7 +254,8 @@ def test_get_module_rref() -> None:
 
 def test_train_eval() -> None:
     for remote_module in create_remote_module_iter(WORKER1, modes=[ModuleCreationMode.MODULE_CTOR]):
-        # Ours (API.md): train() and eval() return self, not a copy of the remote module.
+        # Ours (README, "How it differs from upstream"): train() and eval() return self, not a
+        # copy of the remote module.
         assert remote_module.train() is remote_module
         ret1 = rpc.rpc_sync(
             WORKER1,
@@ -432,8 +417,9 @@ def test_send_remote_module_over_the_wire() -> None:
     # Unpickled attributes include both the inherent attributes of RemoteModule (not
     # inherited from the superclass) and two installed methods.
     expected_unpickled_attrs = [*PICKLED_ATTRIBUTES, "forward_async", "forward"]
-    # Ours: a received RemoteModule is callable as rm(x) (API.md), so it also holds
-    # nn.Module's own bookkeeping and its local call timeout; neither crosses the wire.
+    # Ours: a received RemoteModule is callable as rm(x) (README, "How it differs from
+    # upstream"), so it also holds nn.Module's own bookkeeping and its local call timeout;
+    # neither crosses the wire.
     local_attrs = {*nn.Module().__dict__, "timeout"}
 
     # Create a remote module on worker1 and then pass it to worker2 over the RPC layer.
@@ -484,7 +470,8 @@ def test_create_remote_module_from_module_rref() -> None:
         ret1 = rpc.rpc_sync(WORKER1, remote_forward, (remote_module, args), timeout=TIMEOUT_S)
         ret2 = rpc.rpc_sync(WORKER2, remote_forward, (remote_module2, args), timeout=TIMEOUT_S)
         assert_equal(ret1, ret2)
-        # Ours (API.md): a RemoteModule made by init_from_module_rref is callable as rm(x).
+        # Ours (README, "How it differs from upstream"): a RemoteModule made by
+        # init_from_module_rref is callable as rm(x).
         assert_equal(remote_module2(*args), ret1)
 
 

@@ -124,6 +124,11 @@ class AddConstant(nn.Module):
 # --- RPC functions ------------------------------------------------------------------------
 
 
+# The owner's RRef counters, which return to their baseline once every RemoteModule (and every
+# future of its calls) is gone.
+OWNER_KEYS = ("num_owner_rrefs", "num_forks", "num_pending_users", "num_pending_futures")
+
+
 def debug_counts() -> dict[str, int]:
     """This worker's RRef-context and agent counters, after a ``gc.collect()``."""
     gc.collect()
@@ -141,18 +146,13 @@ def rss_kib(pid: int | None = None) -> int:
     raise RuntimeError(f"no VmRSS in {path}")
 
 
-# What this worker's fault-injecting agent was started with (set by tests.faulty_worker).
+# What this worker's fault-injecting agent was started with (set by tests.support.faulty_worker).
 FAULTS: dict[str, Any] = {}
 
 
 def agent_description() -> dict[str, Any]:
     """Which RPC agent this worker runs, and the faults it was started with."""
     return {"agent": type(rpc.api._get_current_rpc_agent()).__name__, "faults": dict(FAULTS)}
-
-
-def call_remote_module(remote_module: Any, x: Tensor) -> Tensor:
-    """On a receiver: ``remote_module(x)``."""
-    return remote_module(x)
 
 
 def wait_bounded(future: Any, limit_s: float) -> Any:

@@ -2,7 +2,7 @@
 fails chosen outgoing messages a few times and delays others, then serves calls and leaves
 when the group shuts down.
 
-Run as ``python -m tests.faulty_worker RANK WORLD_SIZE PORT FAULTS_JSON``, where FAULTS_JSON
+Run as ``python -m tests.support.faulty_worker RANK WORLD_SIZE PORT FAULTS_JSON``, where FAULTS_JSON
 holds the keyword arguments of :func:`faulty_options` other than ``port``.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import torch.distributed.rpc as rpc
 
 from remote_module._process import exit_when_orphaned
-from tests import reliability_helpers
-from tests.rpc_group import RPC_TIMEOUT_S
+from tests.support import reliability_helpers
+from tests.support.rpc_group import RPC_TIMEOUT_S
 
 # Retried by the RRef protocol, so failing them must not change any result.
 RREF_MESSAGES = ("RREF_FORK_REQUEST", "RREF_CHILD_ACCEPT", "RREF_USER_DELETE")

@@ -1,6 +1,6 @@
 """Interfaces and modules shared by the tests (importable on every worker)."""
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -53,3 +53,11 @@ class ScaledLinear(nn.Module):
     @torch.jit.export
     def describe(self, prefix: str = "w", times: int = 2) -> str:
         return prefix + str(times)
+
+
+def local_scaled(remote: Any) -> ScaledLinear:
+    """A local ScaledLinear with the weights of ``remote`` (a RemoteModule of one), to compute
+    the values its calls must return."""
+    local = ScaledLinear()
+    local.load_state_dict(remote.remote_state_dict())
+    return local

@@ -1,12 +1,8 @@
-"""Bad input, fuzzed (issue 5, part 5).
-
-hypothesis over ``remote_device`` strings, ``RemoteModule`` constructor arguments and
-generated ``@torch.jit.interface`` classes. Every input either works or is refused with a
-``ValueError``/``TypeError``/``RuntimeError`` whose message names it; nothing hangs; the code
-generated for every accepted interface compiles, scripts, keeps the interface's signatures and
-contains no code that came from a name or a default value.
-
-The tests that need RPC share one two-worker group (this process is ``worker0``).
+"""Generated ``@torch.jit.interface`` classes, fuzzed (issue 5, part 5): random method and
+argument names, types and literal (or not) defaults, and names and module identities that are
+injection attempts. Every interface is either refused with a ``ValueError`` that names the
+interface, the method and the argument, or generates code that compiles, scripts, keeps the
+interface's signatures and contains no code that came from a name or a default value. No RPC.
 """
 
 import ast
@@ -17,10 +13,8 @@ import inspect
 import itertools
 import keyword
 import math
-import os
 import re
 import sys
-import time
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,363 +25,16 @@ from unittest import mock
 import pytest
 import torch
 import torch.distributed.rpc as rpc
-from hypothesis import HealthCheck, Phase, assume, event, example, given, settings
+from hypothesis import Phase, assume, event, example, given, settings
 from hypothesis import strategies as st
 from torch import Tensor, nn
 from torch.futures import Future
 
-from remote_module import RemoteDevice, RemoteModule, codegen, parse_remote_device
+from remote_module import codegen
 from remote_module.codegen import parse_interface
 from remote_module.runtime import calls as _calls
-from tests import runtime_helpers as helpers
-from tests.rpc_group import rpc_group
+from tests.support.fuzzing import fuzz
 
-FORMAT_HINT = "The valid format is '<workername>/<device>'"
-
-
-# A longer soak run: REMOTE_MODULE_FUZZ_SCALE=20 pytest tests/test_fuzz.py
-FUZZ_SCALE = max(1, int(os.environ.get("REMOTE_MODULE_FUZZ_SCALE", "1")))
-
-
-def fuzz(max_examples: int) -> settings:
-    """hypothesis settings for this module: no deadline (TorchScript and RPC take their
-    time), a modest number of examples so the file runs in well under a minute on 2 cores."""
-    return settings(
-        max_examples=max_examples * FUZZ_SCALE,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# 1. remote_device strings, parsed.
-
-WORKER_PARTS = st.one_of(
-    st.sampled_from(
-        [
-            "worker0",
-            "worker1",
-            "worker2",
-            "trainer",
-            "w",
-            "rank:0",
-            "rank:1",
-            "rank:7",
-            "rank:01",
-            "rank:-1",
-            "rank:+1",
-            "rank:",
-            "rank:x",
-            "rank:1:2",
-            "rank:\u00b2",  # SUPERSCRIPT TWO: str.isdigit() is True, int() refuses it
-            "rank:\u0661",  # ARABIC-INDIC DIGIT ONE: a decimal digit int() accepts
-            "RANK:1",
-            "a:b",
-            "",
-            " ",
-            "worker1 ",
-            "\u00e4",
-            "cpu",
-            "cuda:0",
-            "meta",
-        ]
-    ),
-    st.text(max_size=8),
-)
-DEVICE_PARTS = st.one_of(
-    st.sampled_from(
-        [
-            "cpu",
-            "cpu:0",
-            "cpu:1",
-            "cuda",
-            "cuda:0",
-            "cuda:1",
-            "cuda:-1",
-            "cuda:x",
-            "cuda:0:1",
-            "cuda:99999999999999999999",
-            "cuda:\u0663",
-            "meta",
-            "mps",
-            "bogus",
-            "CPU",
-            "",
-            " cpu",
-            "rank:1",
-            "worker1",
-        ]
-    ),
-    st.text(max_size=8),
-)
-STRUCTURED_DEVICES = st.one_of(
-    st.builds(lambda worker, device: f"{worker}/{device}", WORKER_PARTS, DEVICE_PARTS),
-    WORKER_PARTS,
-    st.builds(lambda w, d, more: f"{w}/{d}/{more}", WORKER_PARTS, DEVICE_PARTS, DEVICE_PARTS),
-)
-ARBITRARY_DEVICES = st.text(
-    alphabet=st.one_of(st.sampled_from("/:rank0123456789 cpumetaworker"), st.characters()),
-    max_size=24,
-)
-REMOTE_DEVICES = st.one_of(STRUCTURED_DEVICES, ARBITRARY_DEVICES)
-
-
-def _device_part(text: str) -> str:
-    fields = text.split("/")
-    return fields[1] if len(fields) == 2 else fields[0]
-
-
-def check_parse(text: str) -> RemoteDevice | None:
-    """Parse ``text``; on success check the result, on failure check the error. Any exception
-    type other than the two documented ones propagates and fails the calling test."""
-    try:
-        parsed = parse_remote_device(text)
-    except ValueError as error:
-        assert type(error) is ValueError, repr(error)
-        assert text in str(error) and FORMAT_HINT in str(error), str(error)
-        return None
-    except RuntimeError as error:
-        # torch's own error for a bad (non-empty) device string: the text torch.device gives.
-        with pytest.raises(RuntimeError) as from_torch:
-            torch.device(_device_part(text))
-        assert str(error) == str(from_torch.value)
-        return None
-    assert isinstance(parsed, RemoteDevice)
-    on, device = parsed
-    assert isinstance(device, torch.device)
-    if isinstance(on, str):
-        assert on and "/" not in on
-        assert text == on or text.startswith(f"{on}/")
-        again = f"{on}/{device}"
-    else:
-        assert type(on) is int and on >= 0, repr(on)
-        assert text.startswith("rank:")
-        again = f"rank:{on}/{device}"
-    assert parse_remote_device(again) == parsed
-    if "/" not in text:
-        assert device == torch.device("cpu")
-    return parsed
-
-
-@fuzz(400)
-@given(text=REMOTE_DEVICES)
-@example("rank:\u00b2/cpu")
-@example("rank:1/cpu")
-@example("worker1")
-@example("worker1/cuda:0")
-@example("/cpu")
-@example("worker1/")
-@example("cpu")
-@example("")
-@example("w/\ud800")
-def test_parse_remote_device_fuzzed(text: str) -> None:
-    check_parse(text)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("worker1/cpu", RemoteDevice("worker1", torch.device("cpu"))),
-        ("worker1", RemoteDevice("worker1", torch.device("cpu"))),
-        ("rank:1/cuda:0", RemoteDevice(1, torch.device("cuda:0"))),
-        ("rank:0", RemoteDevice(0, torch.device("cpu"))),
-        ("trainer/meta", RemoteDevice("trainer", torch.device("meta"))),
-    ],
-)
-def test_parse_remote_device_good_examples(text: str, expected: RemoteDevice) -> None:
-    assert check_parse(text) == expected
-
-
-@pytest.mark.parametrize("value", [None, 1, b"worker1/cpu", ("worker1", "cpu"), ["worker1/cpu"]])
-def test_parse_remote_device_refuses_non_strings(value: Any) -> None:
-    with pytest.raises(ValueError, match=re.escape(FORMAT_HINT)) as error:
-        parse_remote_device(value)
-    assert str(value) in str(error.value)
-
-
-# ---------------------------------------------------------------------------------------------
-# 1b. The real constructor, inside one RPC group for the module.
-
-WORKERS = {"worker0": 0, "worker1": 1}
-FAIL_FAST_S = 10.0  # a bad owner must be refused well within this
-
-
-@pytest.fixture(scope="module")
-def group() -> Iterator[None]:
-    with rpc_group(2):
-        yield
-
-
-def _known_owner(on: str | int) -> bool:
-    return on in WORKERS if isinstance(on, str) else on in WORKERS.values()
-
-
-KNOWN_OWNERS = st.sampled_from(["worker0", "worker1", "rank:0", "rank:1"])
-RPC_REMOTE_DEVICES = st.one_of(
-    st.builds(lambda worker, device: f"{worker}/{device}", KNOWN_OWNERS, DEVICE_PARTS),
-    KNOWN_OWNERS,
-    STRUCTURED_DEVICES,
-)
-
-
-@fuzz(30)
-@given(text=RPC_REMOTE_DEVICES)
-@example("nosuch/cpu")
-@example("rank:5/cpu")
-@example("rank:\u00b2/cpu")
-@example("worker1/bogus")
-@example("worker1 /cpu")
-@example("w\ud800/cpu")
-@example("worker1/meta")
-@example("worker1/cuda:0")
-@example("rank:0/cpu:0")
-@example("rank:1")
-def test_constructor_with_fuzzed_remote_device(group: None, text: str) -> None:
-    try:
-        parse_remote_device(text)
-        parse_error: Exception | None = None
-    except (ValueError, RuntimeError) as error:
-        parse_error = error
-    start = time.monotonic()
-    try:
-        rm = RemoteModule(text, nn.Identity, timeout=FAIL_FAST_S)
-    except (ValueError, RuntimeError) as error:
-        elapsed = time.monotonic() - start
-        assert elapsed < FAIL_FAST_S, f"{text!r}: refused only after {elapsed:.1f} s"
-        if parse_error is not None:
-            assert type(error) is type(parse_error) and str(error) == str(parse_error)
-            event("refused: does not parse")
-            return
-        on = check_parse(text)
-        assert on is not None
-        assert not _known_owner(on.on), f"{text!r} names a worker of the group: {error}"
-        assert str(on.on) in str(error) or repr(on.on) in str(error), f"{text!r}: {error}"
-        event("refused: unknown owner")
-        return
-    elapsed = time.monotonic() - start
-    assert elapsed < FAIL_FAST_S
-    assert parse_error is None, f"{text!r} was accepted although parsing it fails"
-    parsed = check_parse(text)
-    assert parsed is not None and _known_owner(parsed.on)
-    assert (rm.on, rm.device) == (parsed.on, str(parsed.device))
-    event(f"constructed on {parsed.device.type}")
-    # The first call either works (a CPU or meta module) or fails with a RuntimeError that
-    # names the method and the owner (a device this machine does not have); it never hangs.
-    start = time.monotonic()
-    try:
-        out = rm(torch.ones(2))
-    except RuntimeError as error:
-        # e.g. a CUDA device this machine lacks, or a meta result that cannot come back
-        assert "forward" in str(error)
-        assert parsed.device.type != "cpu", str(error)
-    else:
-        assert out.shape == (2,)
-    assert time.monotonic() - start < FAIL_FAST_S
-
-
-class _Opaque:
-    def __repr__(self) -> str:
-        return "<opaque>"
-
-
-BAD_ARGS = st.one_of(
-    st.integers(),
-    st.floats(allow_nan=False),
-    st.booleans(),
-    st.text(min_size=1, max_size=4),
-    st.dictionaries(st.text(max_size=3), st.integers(), min_size=1, max_size=2),
-    st.frozensets(st.integers(), min_size=1, max_size=2),
-    st.builds(_Opaque),
-)
-BAD_KWARGS = st.one_of(
-    st.integers(),
-    st.booleans(),
-    st.text(min_size=1, max_size=4),
-    st.lists(st.integers(), min_size=1, max_size=2),
-    st.lists(st.tuples(st.just("in_features"), st.integers(1, 3)), min_size=1, max_size=1),
-    st.dictionaries(st.integers(), st.integers(), min_size=1, max_size=2),
-    st.builds(_Opaque),
-)
-
-
-@fuzz(20)
-@given(args=BAD_ARGS)
-@example(5)
-@example("ab")
-@example({"in_features": 2})
-def test_constructor_refuses_non_tuple_args(group: None, args: Any) -> None:
-    with pytest.raises((ValueError, TypeError)) as error:
-        RemoteModule("worker1/cpu", nn.Linear, args=args)
-    assert "args" in str(error.value), str(error.value)
-
-
-@fuzz(20)
-@given(kwargs=BAD_KWARGS)
-@example(5)
-@example([("in_features", 2), ("out_features", 2)])
-@example({1: 2})
-def test_constructor_refuses_non_dict_kwargs(group: None, kwargs: Any) -> None:
-    with pytest.raises((ValueError, TypeError)) as error:
-        RemoteModule("worker1/cpu", nn.Identity, kwargs=kwargs)
-    assert "kwargs" in str(error.value), str(error.value)
-
-
-@pytest.mark.parametrize("args", [(2, 3), [2, 3], None])
-def test_constructor_accepts_tuple_or_list_args(group: None, args: Any) -> None:
-    kwargs = {"in_features": 2, "out_features": 3} if args is None else None
-    rm = RemoteModule("worker1/cpu", nn.Linear, args=args, kwargs=kwargs)
-    assert rm(torch.ones(1, 2)).shape == (1, 3)
-
-
-SLEEP_S = 0.4  # how long the module's forward sleeps in the timeout tests
-SHORT_TIMEOUTS = [1e-9, 1e-4, 5e-4, 0.01, 0.05]  # all well under SLEEP_S
-LONG_TIMEOUTS = [5.0, 60, 3600.0, 1e7, 1e10, 1e300, math.inf]  # all well over SLEEP_S
-BAD_TIMEOUTS = st.one_of(
-    st.sampled_from([0, 0.0, -0.0, -1, math.nan, -math.inf, "1", b"1", True, False, 1j, [1]]),
-    st.floats(max_value=0.0),
-    st.integers(max_value=0),
-)
-
-
-@fuzz(20)
-@given(timeout=BAD_TIMEOUTS)
-def test_constructor_refuses_bad_timeouts(group: None, timeout: Any) -> None:
-    with pytest.raises((ValueError, TypeError)) as error:
-        RemoteModule("worker1/cpu", nn.Identity, timeout=timeout)
-    assert "timeout" in str(error.value)
-    assert repr(timeout) in str(error.value)
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("timeout", SHORT_TIMEOUTS + LONG_TIMEOUTS)
-def test_constructor_timeouts_are_honoured(group: None, timeout: float) -> None:
-    """A positive timeout is either refused up front (``ValueError`` naming it) or honoured:
-    a call that outlasts it fails soon after it, one that does not succeeds. Sub-millisecond
-    and very large values are where RPC's integer milliseconds go wrong."""
-    x = torch.zeros(1)
-    try:
-        rm = RemoteModule("worker1/cpu", helpers.Sleepy, kwargs={"delay": SLEEP_S}, timeout=timeout)
-    except ValueError as error:
-        assert "timeout" in str(error) and repr(timeout) in str(error), str(error)
-        return
-    start = time.monotonic()
-    try:
-        out = rm(x)
-    except RuntimeError as error:
-        elapsed = time.monotonic() - start
-        assert timeout < SLEEP_S, f"timeout={timeout!r}: a {SLEEP_S} s call failed: {error}"
-        assert elapsed < SLEEP_S, f"timeout={timeout!r} fired only after {elapsed:.2f} s"
-        return
-    elapsed = time.monotonic() - start
-    assert timeout > SLEEP_S, (
-        f"timeout={timeout!r} s was not honoured: the call ran {elapsed:.2f} s and succeeded"
-    )
-    assert torch.equal(out, x + 1)
-
-
-# ---------------------------------------------------------------------------------------------
-# 2. Generated interfaces.
-#
 # A strategy writes the source of a module holding one ``@torch.jit.interface`` class (random
 # method and argument names, types from the supported set, literal and non-literal defaults),
 # imports it, and checks the generator either refuses it with a ValueError naming the
@@ -426,7 +73,7 @@ class Meth:
 
 
 INTERFACE_PRELUDE = '''\
-"""Written by tests/test_fuzz.py."""
+"""Written by tests/test_fuzz_interfaces.py."""
 
 from __future__ import annotations
 
@@ -1276,7 +923,7 @@ IDENTITY_PAYLOADS = [
     "class",
     "a..b",
     "",
-    "tests.test_fuzz",
+    __name__,  # this module: a real one
     "\u00e4.b",
 ]
 

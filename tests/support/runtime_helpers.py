@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, Optional
 import torch
 from torch import Tensor, nn
 
-from tests.interfaces import Pair
+from tests.support.interfaces import Pair
 
 
 @torch.jit.interface

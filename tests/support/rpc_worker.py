@@ -8,7 +8,7 @@ import warnings
 import torch.distributed.rpc as rpc
 
 from remote_module._process import exit_when_orphaned
-from tests.rpc_group import backend_options
+from tests.support.rpc_group import backend_options
 
 if __name__ == "__main__":
     exit_when_orphaned()

@@ -7,15 +7,14 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import torch.distributed.rpc as rpc
 
 from remote_module._process import end_processes, free_port
 
-ROOT = Path(__file__).resolve().parent.parent
-START_TIMEOUT_S = 60.0
+ROOT = Path(__file__).resolve().parents[2]
 RPC_TIMEOUT_S = 60.0
 
 
@@ -27,23 +26,41 @@ def backend_options(port: int, timeout: float = RPC_TIMEOUT_S) -> rpc.TensorPipe
     )
 
 
-def start_workers(world_size: int, port: int, first_rank: int = 1) -> list[subprocess.Popen[bytes]]:
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    )
+def checkout_env(**overrides: str) -> dict[str, str]:
+    """This process's environment with this checkout first on ``PYTHONPATH`` (so a child
+    imports ``tests`` and ``remote_module`` from here, not from an installed copy)."""
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    return dict(os.environ, PYTHONPATH=path, **overrides)
+
+
+def start_workers(
+    world_size: int,
+    port: int,
+    worker: str = "tests.support.rpc_worker",
+    extra_args: Callable[[int], Sequence[str]] = lambda rank: (),
+) -> list[subprocess.Popen[bytes]]:
+    """Ranks 1.. as ``python -m WORKER RANK WORLD_SIZE PORT *extra_args(RANK)``."""
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.rpc_worker", str(rank), str(world_size), str(port)],
+            [
+                sys.executable,
+                "-m",
+                worker,
+                str(rank),
+                str(world_size),
+                str(port),
+                *extra_args(rank),
+            ],
             cwd=ROOT,
-            env=env,
+            env=checkout_env(),
         )
-        for rank in range(first_rank, world_size)
+        for rank in range(1, world_size)
     ]
 
 
 @contextlib.contextmanager
 def rpc_group(world_size: int, graceful: bool = True) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """This process joins as ``worker0``; ranks 1.. run ``tests.rpc_worker``."""
+    """This process joins as ``worker0``; ranks 1.. run ``tests.support.rpc_worker``."""
     port = free_port()
     workers = start_workers(world_size, port)
     try:
