@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,23 +20,14 @@ from torch import Tensor, nn
 from remote_module import RemoteModule
 from remote_module._generated import non_scriptable
 from remote_module.runtime import calls
-from tests import key_table_helpers as helpers
-from tests import runtime_helpers
-from tests.rpc_group import rpc_group
 from tests.scorer.model import Scorer, ScorerProtocol
+from tests.support import key_table_helpers as helpers
+from tests.support import runtime_helpers
 
 FREED_WITHIN_S = 20.0
 
 
-@pytest.fixture(scope="module", autouse=True)
-def group() -> Iterator[None]:
-    with rpc_group(3):
-        yield
-
-
-@pytest.fixture
-def x() -> Tensor:
-    return torch.ones(2, 4)
+pytestmark = pytest.mark.rpc_group(3)
 
 
 @pytest.fixture

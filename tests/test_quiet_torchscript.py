@@ -38,7 +38,7 @@ def test_cli_prints_no_torchscript_warning(tmp_path: Path) -> None:
 
 
 def test_caller_and_owner_print_no_torchscript_warning() -> None:
-    run = _run("-m", "tests.quiet_torchscript")
+    run = _run("-m", "tests.support.quiet_torchscript")
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.startswith("done")
     assert "torch.jit" not in run.stderr and "TorchScript" not in run.stderr, run.stderr

@@ -9,7 +9,6 @@ This process is ``worker0``; modules live on ``worker1``, receivers on ``worker2
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +17,6 @@ import torch.distributed.rpc as rpc
 from torch import Tensor
 
 from remote_module import RemoteModule
-from tests.rpc_group import rpc_group
 from tests.scorer import remote
 from tests.scorer.generated import RemoteScorerInterface, RemoteScorerProtocol
 from tests.scorer.generated import scorer_interface as generated_interface
@@ -28,10 +26,7 @@ from tests.scorer.model import Scored, Scorer, ScorerProtocol
 INTERFACES = [ScorerInterface, ScorerProtocol]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def group() -> Iterator[None]:
-    with rpc_group(3):
-        yield
+pytestmark = pytest.mark.rpc_group(3)
 
 
 @pytest.fixture
@@ -114,7 +109,7 @@ def test_typed_class_scripts_like_its_remote_module(x: Tensor) -> None:
 
 
 @pytest.fixture(scope="module", params=INTERFACES, ids=["script", "protocol"])
-def scorer(request: pytest.FixtureRequest, group: None) -> RemoteModule:
+def scorer(request: pytest.FixtureRequest, group: object) -> RemoteModule:
     return RemoteModule("worker1/cpu", Scorer, module_interface_cls=request.param)
 
 

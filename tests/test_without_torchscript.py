@@ -4,7 +4,7 @@ RemoteModules without an interface and with a ``typing.Protocol`` interface acro
 workers, and the CLI for Protocol interfaces. What needs TorchScript raises one RuntimeError
 that says so.
 
-Each check runs in fresh processes whose ``sitecustomize`` (``tests/no_torchscript_site``)
+Each check runs in fresh processes whose ``sitecustomize`` (``tests/support/no_torchscript_site``)
 removes TorchScript before anything is imported.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SITE = ROOT / "tests" / "no_torchscript_site"
+SITE = ROOT / "tests" / "support" / "no_torchscript_site"
 
 
 def _run(*args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -50,7 +50,7 @@ def generated(
 def seen(generated: tuple[Path, subprocess.CompletedProcess[str]]) -> dict[str, Any]:
     root, cli = generated
     assert cli.returncode == 0, cli.stderr
-    run = _run("-m", "tests.no_torchscript", str(root), extra_path=root)
+    run = _run("-m", "tests.support.no_torchscript", str(root), extra_path=root)
     assert run.returncode == 0, run.stderr[-4000:]
     result: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
     return result

@@ -1,7 +1,8 @@
-"""Run as ``python -W default -m tests.quiet_torchscript`` by ``tests/test_quiet_torchscript.py``:
-a one-worker RPC group whose worker owns its own RemoteModules, so every step of the caller
-and the owner runs in this process and any warning shows on its stderr. The user's own
-``@torch.jit.interface`` is imported under the user's own filter; everything else is ours."""
+"""Run as ``python -W default -m tests.support.quiet_torchscript`` by
+``tests/test_quiet_torchscript.py``: a one-worker RPC group whose worker owns its own
+RemoteModules, so every step of the caller and the owner runs in this process and any warning
+shows on its stderr. The user's own ``@torch.jit.interface`` is imported under the user's own
+filter; everything else is ours."""
 
 import os
 import warnings

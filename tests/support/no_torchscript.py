@@ -1,7 +1,8 @@
-"""Run as ``python -m tests.no_torchscript OUTPUT_DIR`` by ``tests/test_without_torchscript.py``,
-in processes where TorchScript is unavailable: RemoteModules without an interface and with a
-``typing.Protocol`` interface across real RPC workers, a typed class the CLI generated in that
-world, and what needs TorchScript. Prints what it saw as one JSON line."""
+"""Run as ``python -m tests.support.no_torchscript OUTPUT_DIR`` by
+``tests/test_without_torchscript.py``, in processes where TorchScript is unavailable:
+RemoteModules without an interface and with a ``typing.Protocol`` interface across real RPC
+workers, a typed class the CLI generated in that world, and what needs TorchScript. Prints
+what it saw as one JSON line."""
 
 import json
 import sys
@@ -14,7 +15,7 @@ from torch import Tensor, nn
 class FakeScriptInterface:
     """Marked like a @torch.jit.interface class (which cannot be made here)."""
 
-    __torch_script_interface__ = "__torch__.tests.no_torchscript.FakeScriptInterface"
+    __torch_script_interface__ = "__torch__.tests.support.no_torchscript.FakeScriptInterface"
 
     def forward(self, x: Tensor) -> Tensor:
         raise NotImplementedError
@@ -23,8 +24,8 @@ class FakeScriptInterface:
 def main(generated_dir: str) -> dict[str, Any]:
     import remote_module
     from remote_module import RemoteModule
-    from tests.rpc_group import rpc_group
     from tests.scorer.model import Scorer, ScorerProtocol
+    from tests.support.rpc_group import rpc_group
 
     seen: dict[str, Any] = {
         "script_patched": getattr(torch.jit.script, "_rm_removed", False),
