@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from remote_module import RemoteModule
 from remote_module._generated import non_scriptable
-from remote_module.runtime import calls
+from remote_module.runtime import calls, contract
 from tests.scorer.model import Scorer, ScorerProtocol
 from tests.support import key_table_helpers as helpers
 from tests.support import runtime_helpers
@@ -32,7 +32,9 @@ pytestmark = pytest.mark.rpc_group(3)
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, tuple[Any, ...]]]:
-    """What each eager call sends: its function and its arguments."""
+    """What each eager call sends: its function and its arguments. (``contract`` is imported
+    above: it binds torch's own rpc_async for TorchScript before the spy replaces it.)"""
+    assert contract.rpc_async.__name__ == "rpc_async"
     seen: list[tuple[Any, tuple[Any, ...]]] = []
     rpc_async = calls.rpc.rpc_async
 

@@ -152,6 +152,36 @@ def waited_types(interface: Interface) -> tuple[TypeRef, ...]:
     return tuple(found.values())
 
 
+def caster_name(type_: TypeRef) -> str:
+    """The generated function that casts the floating tensors in ``type_`` to a wire dtype."""
+    return f"{INTERNAL_PREFIX}cast_{_digest(type_)}"
+
+
+def restorer_name(type_: TypeRef) -> str:
+    """The generated function that casts them back to their own dtypes."""
+    return f"{INTERNAL_PREFIX}restore_{_digest(type_)}"
+
+
+def uses_wire(method: Method) -> bool:
+    """Whether ``method`` carries tensors, so that a ``wire_dtype`` changes what it sends."""
+    return any(type_.contains_tensor for type_ in method.types)
+
+
+def wire_name(method: Method) -> str:
+    """The remote function of ``method`` for RemoteModules with a ``wire_dtype``."""
+    return f"{remote_name(method)}_wire"
+
+
+def wire_reply_name(method: Method) -> str:
+    """The function that turns a wire call's reply into ``method``'s result."""
+    return f"{INTERNAL_PREFIX}{method.name}_wire_reply"
+
+
+def wire_result_name(method: Method) -> str:
+    """The same from the reply's future."""
+    return f"{INTERNAL_PREFIX}{method.name}_wire_result"
+
+
 def decoder_name(type_: TypeRef) -> str:
     """The generated function that gives a value of ``type_`` its NamedTuple classes back."""
     return f"{INTERNAL_PREFIX}decode_{_digest(type_)}"

@@ -29,8 +29,11 @@ __all__ = [
     "CALL_PREFIX",
     "call",
     "call_async",
+    "cast_to_wire",
+    "check_arguments",
     "creation_error",
     "move_to_device",
+    "restore_from_wire",
     "set_type_checking",
     "type_checking",
     "wait_returning_rrefs",
@@ -149,6 +152,45 @@ def move_to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
+def check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[Any, ...]]) -> None:
+    """The caller-side type checks of ``method`` (when they are on): a ``TypeError`` naming
+    the method and the argument."""
+    if _type_checking[0]:
+        _check_arguments(method, args, hints)
+
+
+def cast_to_wire(value: Any, dtype: torch.dtype, sent: list[torch.Tensor]) -> Any:
+    """``value`` with every floating tensor inside cast to ``dtype``; an empty tensor of each
+    one's own dtype appended to ``sent``, in order. Where no types are known (a RemoteModule
+    without an interface, a union): the generated casters do the same from the types."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            sent.append(torch.empty(0, dtype=value.dtype))
+            return value.to(dtype)
+        return value
+    return _rebuilt(value, lambda item: cast_to_wire(item, dtype, sent))
+
+
+def restore_from_wire(value: Any, sent: list[torch.Tensor]) -> Any:
+    """The inverse of :func:`cast_to_wire`: floating tensors back to the dtypes in ``sent``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(sent.pop(0).dtype) if value.is_floating_point() else value
+    return _rebuilt(value, lambda item: restore_from_wire(item, sent))
+
+
+def _rebuilt(value: Any, convert: Callable[[Any], Any]) -> Any:
+    """``value`` (a tuple, NamedTuple, list or dict; else itself) with ``convert`` applied to
+    its items in order."""
+    if isinstance(value, tuple):
+        items = [convert(item) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, list):
+        return [convert(item) for item in value]
+    if isinstance(value, dict):
+        return type(value)((key, convert(item)) for key, item in value.items())
+    return value
+
+
 def _send(
     remote_module: Any,
     method: str,
@@ -258,7 +300,9 @@ _script_names: dict[Any, str] = {}
 
 
 def _script_name(remote_fn: Any) -> str:
-    if _invoke_rpc_torchscript is None or not isinstance(remote_fn, torch.jit.ScriptFunction):
+    """The qualified name the owner compiled ``remote_fn`` under; "" where TorchScript is
+    disabled (PYTORCH_JIT=0: the owner runs the Python function)."""
+    if _invoke_rpc_torchscript is None or not torch.jit._state._enabled.enabled:
         return ""
     return str(torch._jit_internal._qualified_name(remote_fn))
 

@@ -6,7 +6,9 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
 - :func:`check_fresh` at the top, whose result decorates its remote functions, and
   :func:`register` at the end (see ``remote_module.runtime.registry``);
 - :func:`call` / :func:`call_async` in the caller-side methods outside TorchScript (argument
-  checks, sending, naming failures), and :func:`move_to_device` where no types are known;
+  checks, sending, naming failures), :func:`check_arguments` before a ``wire_dtype`` cast,
+  and :func:`move_to_device`, :func:`cast_to_wire`, :func:`restore_from_wire` where no
+  types are known;
 - :func:`owner_module` in eager remote functions: the module a call names (its key in the
   owner's table, or its RRef; see ``remote_module.runtime.owner``);
 - :func:`is_scripting`, and :func:`rpc_async` and :func:`fork` in their TorchScript branch:
@@ -27,7 +29,15 @@ import torch
 import torch.distributed.rpc as rpc
 from torch.futures import Future
 
-from remote_module.runtime.calls import CALL_PREFIX, call, call_async, move_to_device
+from remote_module.runtime.calls import (
+    CALL_PREFIX,
+    call,
+    call_async,
+    cast_to_wire,
+    check_arguments,
+    move_to_device,
+    restore_from_wire,
+)
 from remote_module.runtime.module import RemoteModule
 from remote_module.runtime.owner import module_for as owner_module
 from remote_module.runtime.registry import check_fresh, register
@@ -37,12 +47,15 @@ __all__ = [
     "RemoteModule",
     "call",
     "call_async",
+    "cast_to_wire",
+    "check_arguments",
     "check_fresh",
     "fork",
     "is_scripting",
     "move_to_device",
     "owner_module",
     "register",
+    "restore_from_wire",
     "rpc_async",
 ]
 

@@ -157,12 +157,13 @@ def create_interface_module(
     interface_cls: Any,
     move_tensors: bool,
     module_name: str,
+    wire: bool = False,
 ) -> rpc.RRef[Any] | CreationFailure:
     """Load the generated module and create the module; for a TorchScript interface, script
     it and return an interface-typed RRef to it, for a Protocol a plain RRef. When
     ``module_cls`` fails, why (as data)."""
-    # Load the remote functions before the first call can reach this worker.
-    registry.ensure_module(module_name, interface_cls, move_tensors)
+    # Load (and compile) the remote functions before the first call can reach this worker.
+    registry.ensure_module(module_name, interface_cls, move_tensors, wire)
     try:
         module = create_module(module_cls, args, kwargs, device)
         if not registry.is_script_interface(interface_cls):
@@ -176,9 +177,11 @@ def create_interface_module(
     return rpc.RRef(module, interface_cls)
 
 
-def ensure_generated_module(module_name: str, interface_cls: Any, move_tensors: bool) -> None:
+def ensure_generated_module(
+    module_name: str, interface_cls: Any, move_tensors: bool, wire: bool = False
+) -> None:
     """Make sure the owner can run the remote functions of ``module_name``."""
-    registry.ensure_module(module_name, interface_cls, move_tensors)
+    registry.ensure_module(module_name, interface_cls, move_tensors, wire)
 
 
 def local_module(module_rref: rpc.RRef) -> nn.Module:

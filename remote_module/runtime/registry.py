@@ -9,7 +9,6 @@ the owner compile the same TorchScript functions under the same qualified names.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import linecache
@@ -19,7 +18,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -34,6 +33,7 @@ __all__ = [
     "NON_SCRIPTABLE_MODULE",
     "StaleGeneratedModuleWarning",
     "check_fresh",
+    "compile_remote_functions",
     "ensure_module",
     "interface_model",
     "is_script_interface",
@@ -45,9 +45,6 @@ __all__ = [
 
 IN_MEMORY_PACKAGE = "remote_module._generated"
 NON_SCRIPTABLE_MODULE = f"{IN_MEMORY_PACKAGE}.non_scriptable"
-
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class StaleGeneratedModuleWarning(UserWarning):
@@ -64,6 +61,8 @@ _models: weakref.WeakKeyDictionary[type, Interface] = weakref.WeakKeyDictionary(
 # (interface class, moves tensors) -> (generation, module name): what scriptable_module_name
 # answered, valid while no module registered or was found stale since (the generation).
 _names: dict[tuple[type, bool], tuple[int, str]] = {}
+# generated module -> names of its remote functions compiled in this process
+_compiled: weakref.WeakKeyDictionary[types.ModuleType, set[str]] = weakref.WeakKeyDictionary()
 _generation = [0]
 
 
@@ -84,21 +83,34 @@ def is_script_interface(interface_cls: type) -> bool:
     return bool(getattr(interface_cls, "__torch_script_interface__", False))
 
 
-def check_fresh(
-    module_name: str, version: str, fingerprint: str, interface_cls: type
-) -> Callable[[F], F]:
-    """Called at the top of a generated module: returns the decorator for its TorchScript
-    remote functions, which scripts them when the module is fresh, else a no-op (a stale
-    module compiles nothing) after a warning that says why."""
+def check_fresh(module_name: str, version: str, fingerprint: str, interface_cls: type) -> None:
+    """Called at the top of a generated module: a stale one (another generator version, a
+    changed interface) warns why, and :func:`register` then leaves it unused."""
     reason = _why_stale(version, fingerprint, interface_cls)
     if reason is None:
-        return functools.partial(_script_remote_function, module_name)
+        return
     key = (_qualified_name(interface_cls), sys.modules[module_name].MOVES_CPU_TENSORS_TO_DEVICE)
     with _lock:
         _stale[key] = f"{module_name} is stale ({reason})"
         _generation[0] += 1
     _warn_stale(_stale[key])
-    return _not_compiled
+
+
+def compile_remote_functions(module: types.ModuleType, wire: bool = False) -> None:
+    """Compile the TorchScript remote functions of a generated module, once per process
+    (``wire``: also those that cast to a wire dtype, which only RemoteModules with a
+    ``wire_dtype`` call). The owner runs them; a Python caller reads their schema to send a
+    call by name."""
+    names = ["_remote_functions", *(["_wire_functions"] if wire else [])]
+    with _lock:
+        done = _compiled.setdefault(module, set())
+        for name in names:
+            for function in getattr(module, name, ()):
+                if function.__name__ not in done:
+                    script(
+                        function, f"the remote function {function.__name__} of {module.__name__}"
+                    )
+                    done.add(function.__name__)
 
 
 def register(module_name: str) -> None:
@@ -171,13 +183,13 @@ def non_scriptable_module() -> types.ModuleType:
 
 
 def ensure_module(
-    module_name: str, interface_cls: type | None, move_tensors: bool
+    module_name: str, interface_cls: type | None, move_tensors: bool, wire: bool = False
 ) -> types.ModuleType:
-    """On the owner (or a receiver): the module called ``module_name`` that the caller uses.
-
-    Imported when it is importable and fresh, otherwise rendered in memory under that same
-    name, so TorchScript's qualified names match on both sides.
-    """
+    """The module called ``module_name``, ready to call through: imported when it is
+    importable and fresh, otherwise rendered in memory under that same name, so TorchScript's
+    qualified names match on the caller and the owner; its TorchScript remote functions
+    compiled (both sides need them: the owner runs them, a caller reads their schema), their
+    wire twins too with ``wire``."""
     with _lock:
         module = sys.modules.get(module_name)
         if module is None and not module_name.startswith(IN_MEMORY_PACKAGE + "."):
@@ -188,14 +200,15 @@ def ensure_module(
             module = sys.modules.get(module_name)
             if module is not None and not _is_registered(module) and interface_cls is not None:
                 module = None
-        if module is not None:
-            return module
-        if interface_cls is None:
-            return non_scriptable_module()
-        from remote_module.codegen.render import render_interface
+        if module is None:
+            if interface_cls is None:
+                return non_scriptable_module()
+            from remote_module.codegen.render import render_interface
 
-        interface = interface_model(interface_cls)
-        return _load_in_memory(module_name, lambda: render_interface(interface, move_tensors))
+            interface = interface_model(interface_cls)
+            module = _load_in_memory(module_name, lambda: render_interface(interface, move_tensors))
+        compile_remote_functions(module, wire)
+        return module
 
 
 def in_memory_name(interface: Interface, move_tensors: bool) -> str:
@@ -252,14 +265,6 @@ def _warn_stale(message: str) -> None:
         StaleGeneratedModuleWarning,
         stacklevel=3,
     )
-
-
-def _not_compiled(fn: F) -> F:
-    return fn
-
-
-def _script_remote_function(module_name: str, fn: F) -> F:
-    return script(fn, f"the remote function {fn.__name__} of {module_name}")
 
 
 def _qualified_name(cls: type) -> str:

@@ -32,13 +32,15 @@ PICKLED_ATTRIBUTES = (
     "generated_methods",
     "module_rref",
 )
-# Local state that stays behind: nn.Module's own bookkeeping, the call timeout, the remote
+# Local state that stays behind: nn.Module's own bookkeeping, the call timeout and wire dtype
+# (a receiver has neither), the remote
 # class's name (cached for repr), the creator's name (for errors) and the module's key in the
 # owner's table (a receiver gets a key of its own on its first call).
 MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
 LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {
     "training",
     "timeout",
+    "wire_dtype",
     "_remote_type_name",
     "_rm_creator",
     "_rm_reference",
@@ -97,6 +99,7 @@ def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModul
     remote_module.__dict__.update(attributes)
     nn.Module.__init__(remote_module)
     remote_module.__dict__["timeout"] = float(rpc.constants.UNSET_RPC_TIMEOUT)
+    remote_module.__dict__["wire_dtype"] = None
     remote_module._install(registry.ensure_module(*spec))
     return remote_module
 

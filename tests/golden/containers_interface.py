@@ -28,14 +28,10 @@ INTERFACE_FINGERPRINT = "59f24dc2c45a82c1"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = ContainersInterface
 
-# A stale module (another generator version, a changed interface) compiles nothing and
-# is not registered: the runtime renders the templates in memory instead.
-_rm_script = _rm.check_fresh(
-    __name__,
-    GENERATOR_VERSION,
-    INTERFACE_FINGERPRINT,
-    ContainersInterface,
-)
+# A stale module (another generator version, a changed interface) is not registered: the
+# runtime renders the templates in memory instead. The runtime compiles the remote functions
+# (_remote_functions) when a RemoteModule first needs them.
+_rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, ContainersInterface)
 
 
 def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
@@ -107,7 +103,125 @@ def _rm_decode_2c395a2aa3_waited(
     return _rm_decode_2c395a2aa3(future.wait())
 
 
-@_rm_script
+def _rm_cast_8ccc264ac3(
+    value: Tensor,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Tensor:
+    if value.is_floating_point():
+        sent.append(torch.empty(0, dtype=value.dtype))
+        return value.to(dtype)
+    return value
+
+
+def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
+    if value.is_floating_point():
+        return value.to(sent.pop(0).dtype)
+    return value
+
+
+def _rm_cast_68622c665b(
+    value: list[Tensor],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> list[Tensor]:
+    return [_rm_cast_8ccc264ac3(item, dtype, sent) for item in value]
+
+
+def _rm_restore_68622c665b(value: list[Tensor], sent: list[Tensor]) -> list[Tensor]:
+    return [_rm_restore_8ccc264ac3(item, sent) for item in value]
+
+
+def _rm_cast_596943357c(
+    value: dict[str, Tensor],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> dict[str, Tensor]:
+    return {key: _rm_cast_8ccc264ac3(item, dtype, sent) for key, item in value.items()}
+
+
+def _rm_restore_596943357c(
+    value: dict[str, Tensor],
+    sent: list[Tensor],
+) -> dict[str, Tensor]:
+    return {key: _rm_restore_8ccc264ac3(item, sent) for key, item in value.items()}
+
+
+def _rm_cast_01528b6679(
+    value: tuple[Tensor, int],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> tuple[Tensor, int]:
+    return (_rm_cast_8ccc264ac3(value[0], dtype, sent), value[1])
+
+
+def _rm_restore_01528b6679(
+    value: tuple[Tensor, int],
+    sent: list[Tensor],
+) -> tuple[Tensor, int]:
+    return (_rm_restore_8ccc264ac3(value[0], sent), value[1])
+
+
+def _rm_cast_cfba729138(
+    value: Tensor | None,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Tensor | None:
+    if value is None:
+        return None
+    return _rm_cast_8ccc264ac3(value, dtype, sent)
+
+
+def _rm_restore_cfba729138(value: Tensor | None, sent: list[Tensor]) -> Tensor | None:
+    if value is None:
+        return None
+    return _rm_restore_8ccc264ac3(value, sent)
+
+
+def _rm_cast_b4a7365740(value: Stats, dtype: torch.dtype, sent: list[Tensor]) -> Stats:
+    return Stats(_rm_cast_8ccc264ac3(value[0], dtype, sent), value[1])
+
+
+def _rm_restore_b4a7365740(value: Stats, sent: list[Tensor]) -> Stats:
+    return Stats(_rm_restore_8ccc264ac3(value[0], sent), value[1])
+
+
+def _rm_cast_f883a4c6d3(
+    value: list[dict[str, Tensor]],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> list[dict[str, Tensor]]:
+    return [_rm_cast_596943357c(item, dtype, sent) for item in value]
+
+
+def _rm_restore_f883a4c6d3(
+    value: list[dict[str, Tensor]],
+    sent: list[Tensor],
+) -> list[dict[str, Tensor]]:
+    return [_rm_restore_596943357c(item, sent) for item in value]
+
+
+def _rm_cast_2c395a2aa3(
+    value: tuple[list[Tensor], Stats],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> tuple[list[Tensor], Stats]:
+    return (
+        _rm_cast_68622c665b(value[0], dtype, sent),
+        _rm_cast_b4a7365740(value[1], dtype, sent),
+    )
+
+
+def _rm_restore_2c395a2aa3(
+    value: tuple[list[Tensor], Stats],
+    sent: list[Tensor],
+) -> tuple[list[Tensor], Stats]:
+    return (
+        _rm_restore_68622c665b(value[0], sent),
+        _rm_restore_b4a7365740(value[1], sent),
+    )
+
+
 def _remote_forward(
     _rm_module_rref: RRef[ContainersInterface],
     _rm_device: str,
@@ -136,6 +250,47 @@ def _remote_forward(
     return _rm_move_b4a7365740(_rm_result, torch.device("cpu"))
 
 
+def _remote_forward_wire(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> tuple[Stats, list[Tensor]]:
+    x = _rm_restore_8ccc264ac3(x, _rm_carried)
+    many = _rm_restore_68622c665b(many, _rm_carried)
+    table = _rm_restore_596943357c(table, _rm_carried)
+    pair = _rm_restore_01528b6679(pair, _rm_carried)
+    maybe = _rm_restore_cfba729138(maybe, _rm_carried)
+    _rm_result = _remote_forward(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        many,
+        table,
+        pair,
+        maybe,
+        count,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_b4a7365740(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_forward_wire_reply(reply: tuple[Stats, list[Tensor]]) -> Stats:
+    return _rm_decode_b4a7365740(_rm_restore_b4a7365740(reply[0], reply[1]))
+
+
+def _rm_forward_wire_result(future: Future[tuple[Stats, list[Tensor]]]) -> Stats:
+    return _rm_forward_wire_reply(future.wait())
+
+
 _rm_forward_hints = (
     ("x", Tensor),
     ("many", list[Tensor]),
@@ -156,30 +311,85 @@ def forward_async(
     count: int | None = None,
 ) -> Future[Stats]:
     if _rm.is_scripting():
-        _rm_sent = (
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                x,
+                many,
+                table,
+                pair,
+                maybe,
+                count,
+            )
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm.fork(_rm_decode_b4a7365740_waited, _rm_future)
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_arg_many = _rm_cast_68622c665b(many, self.wire_dtype, _rm_carried)
+        _rm_arg_table = _rm_cast_596943357c(table, self.wire_dtype, _rm_carried)
+        _rm_arg_pair = _rm_cast_01528b6679(pair, self.wire_dtype, _rm_carried)
+        _rm_arg_maybe = _rm_cast_cfba729138(maybe, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
             self.module_rref,
             self.device,
             self.is_device_map_set,
-            x,
-            many,
-            table,
-            pair,
-            maybe,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+            _rm_arg_many,
+            _rm_arg_table,
+            _rm_arg_pair,
+            _rm_arg_maybe,
             count,
         )
-        _rm_future = _rm.rpc_async(
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm.fork(_rm_decode_b4a7365740_waited, _rm_future)
+        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
+    _rm_args = (x, many, table, pair, maybe, count)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_arg_many = _rm_cast_68622c665b(many, self.wire_dtype, _rm_wired)
+        _rm_arg_table = _rm_cast_596943357c(table, self.wire_dtype, _rm_wired)
+        _rm_arg_pair = _rm_cast_01528b6679(pair, self.wire_dtype, _rm_wired)
+        _rm_arg_maybe = _rm_cast_cfba729138(maybe, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (
+            self.wire_dtype,
+            _rm_wired,
+            _rm_arg_x,
+            _rm_arg_many,
+            _rm_arg_table,
+            _rm_arg_pair,
+            _rm_arg_maybe,
+            count,
+        )
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_forward_wire_result)
     _rm_future = _rm.call_async(
         self,
         "forward",
         _remote_forward,
-        (x, many, table, pair, maybe, count),
+        _rm_args,
         _rm_forward_hints,
     )
     return _rm_future.then(_rm_decode_b4a7365740_waited)
@@ -195,36 +405,84 @@ def forward(
     count: int | None = None,
 ) -> Stats:
     if _rm.is_scripting():
-        _rm_sent = (
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                x,
+                many,
+                table,
+                pair,
+                maybe,
+                count,
+            )
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_decode_b4a7365740(_rm_future.wait())
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_arg_many = _rm_cast_68622c665b(many, self.wire_dtype, _rm_carried)
+        _rm_arg_table = _rm_cast_596943357c(table, self.wire_dtype, _rm_carried)
+        _rm_arg_pair = _rm_cast_01528b6679(pair, self.wire_dtype, _rm_carried)
+        _rm_arg_maybe = _rm_cast_cfba729138(maybe, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
             self.module_rref,
             self.device,
             self.is_device_map_set,
-            x,
-            many,
-            table,
-            pair,
-            maybe,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+            _rm_arg_many,
+            _rm_arg_table,
+            _rm_arg_pair,
+            _rm_arg_maybe,
             count,
         )
-        _rm_future = _rm.rpc_async(
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_decode_b4a7365740(_rm_future.wait())
-    _rm_result = _rm.call(
-        self,
-        "forward",
-        _remote_forward,
-        (x, many, table, pair, maybe, count),
-        _rm_forward_hints,
-    )
+        return _rm_forward_wire_result(_rm_wire_future)
+    _rm_args = (x, many, table, pair, maybe, count)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_arg_many = _rm_cast_68622c665b(many, self.wire_dtype, _rm_wired)
+        _rm_arg_table = _rm_cast_596943357c(table, self.wire_dtype, _rm_wired)
+        _rm_arg_pair = _rm_cast_01528b6679(pair, self.wire_dtype, _rm_wired)
+        _rm_arg_maybe = _rm_cast_cfba729138(maybe, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (
+            self.wire_dtype,
+            _rm_wired,
+            _rm_arg_x,
+            _rm_arg_many,
+            _rm_arg_table,
+            _rm_arg_pair,
+            _rm_arg_maybe,
+            count,
+        )
+        _rm_wire_reply = _rm.call(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_forward_wire_reply(_rm_wire_reply)
+    _rm_result = _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
     return _rm_decode_b4a7365740(_rm_result)
 
 
-@_rm_script
 def _remote_boxed(
     _rm_module_rref: RRef[ContainersInterface],
     _rm_device: str,
@@ -249,7 +507,8 @@ def boxed_async(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Future[Box]
             {},
             self.timeout,
         )
-    return _rm.call_async(self, "boxed", _remote_boxed, (box, tag), _rm_boxed_hints)
+    _rm_args = (box, tag)
+    return _rm.call_async(self, "boxed", _remote_boxed, _rm_args, _rm_boxed_hints)
 
 
 def boxed(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Box:
@@ -263,10 +522,10 @@ def boxed(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Box:
             self.timeout,
         )
         return _rm_future.wait()
-    return _rm.call(self, "boxed", _remote_boxed, (box, tag), _rm_boxed_hints)
+    _rm_args = (box, tag)
+    return _rm.call(self, "boxed", _remote_boxed, _rm_args, _rm_boxed_hints)
 
 
-@_rm_script
 def _remote_nested(
     _rm_module_rref: RRef[ContainersInterface],
     _rm_device: str,
@@ -287,6 +546,39 @@ def _remote_nested(
     return _rm_move_2c395a2aa3(_rm_result, torch.device("cpu"))
 
 
+def _remote_nested_wire(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[tuple[list[Tensor], Stats], list[Tensor]]:
+    batches = _rm_restore_f883a4c6d3(batches, _rm_carried)
+    _rm_result = _remote_nested(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        batches,
+        keys,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_2c395a2aa3(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_nested_wire_reply(
+    reply: tuple[tuple[list[Tensor], Stats], list[Tensor]],
+) -> tuple[list[Tensor], Stats]:
+    return _rm_decode_2c395a2aa3(_rm_restore_2c395a2aa3(reply[0], reply[1]))
+
+
+def _rm_nested_wire_result(
+    future: Future[tuple[tuple[list[Tensor], Stats], list[Tensor]]],
+) -> tuple[list[Tensor], Stats]:
+    return _rm_nested_wire_reply(future.wait())
+
+
 _rm_nested_hints = (("batches", list[dict[str, Tensor]]), ("keys", list[str]))
 
 
@@ -296,26 +588,60 @@ def nested_async(
     keys: list[str],
 ) -> Future[tuple[list[Tensor], Stats]]:
     if _rm.is_scripting():
-        _rm_sent = (
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                batches,
+                keys,
+            )
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_nested,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm.fork(_rm_decode_2c395a2aa3_waited, _rm_future)
+        _rm_carried: list[Tensor] = []
+        _rm_arg_batches = _rm_cast_f883a4c6d3(batches, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
             self.module_rref,
             self.device,
             self.is_device_map_set,
-            batches,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_batches,
             keys,
         )
-        _rm_future = _rm.rpc_async(
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_nested,
-            _rm_sent,
+            _remote_nested_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm.fork(_rm_decode_2c395a2aa3_waited, _rm_future)
+        return _rm.fork(_rm_nested_wire_result, _rm_wire_future)
+    _rm_args = (batches, keys)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("nested", _rm_args, _rm_nested_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_batches = _rm_cast_f883a4c6d3(batches, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_batches, keys)
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "nested",
+            _remote_nested_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_nested_wire_result)
     _rm_future = _rm.call_async(
         self,
         "nested",
         _remote_nested,
-        (batches, keys),
+        _rm_args,
         _rm_nested_hints,
     )
     return _rm_future.then(_rm_decode_2c395a2aa3_waited)
@@ -327,28 +653,56 @@ def nested(
     keys: list[str],
 ) -> tuple[list[Tensor], Stats]:
     if _rm.is_scripting():
-        _rm_sent = (
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                batches,
+                keys,
+            )
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_nested,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_decode_2c395a2aa3(_rm_future.wait())
+        _rm_carried: list[Tensor] = []
+        _rm_arg_batches = _rm_cast_f883a4c6d3(batches, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
             self.module_rref,
             self.device,
             self.is_device_map_set,
-            batches,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_batches,
             keys,
         )
-        _rm_future = _rm.rpc_async(
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_nested,
-            _rm_sent,
+            _remote_nested_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_decode_2c395a2aa3(_rm_future.wait())
-    _rm_result = _rm.call(
-        self,
-        "nested",
-        _remote_nested,
-        (batches, keys),
-        _rm_nested_hints,
-    )
+        return _rm_nested_wire_result(_rm_wire_future)
+    _rm_args = (batches, keys)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("nested", _rm_args, _rm_nested_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_batches = _rm_cast_f883a4c6d3(batches, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_batches, keys)
+        _rm_wire_reply = _rm.call(
+            self,
+            "nested",
+            _remote_nested_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_nested_wire_reply(_rm_wire_reply)
+    _rm_result = _rm.call(self, "nested", _remote_nested, _rm_args, _rm_nested_hints)
     return _rm_decode_2c395a2aa3(_rm_result)
 
 
@@ -359,6 +713,15 @@ _generated_methods = [
     boxed,
     nested_async,
     nested,
+]
+_remote_functions = [
+    _remote_forward,
+    _remote_boxed,
+    _remote_nested,
+]
+_wire_functions = [
+    _remote_forward_wire,
+    _remote_nested_wire,
 ]
 
 
@@ -383,7 +746,7 @@ class RemoteContainersInterface(_rm.RemoteModule):
             kwargs: dict[str, Any] | None = None,
             *,
             timeout: float | None = None,
-            **options: Any,
+            wire_dtype: torch.dtype | None = None,
         ) -> None: ...
 
         def forward(

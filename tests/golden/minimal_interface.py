@@ -24,21 +24,33 @@ INTERFACE_FINGERPRINT = "84c98ebd5f98e861"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = MinimalInterface
 
-# A stale module (another generator version, a changed interface) compiles nothing and
-# is not registered: the runtime renders the templates in memory instead.
-_rm_script = _rm.check_fresh(
-    __name__,
-    GENERATOR_VERSION,
-    INTERFACE_FINGERPRINT,
-    MinimalInterface,
-)
+# A stale module (another generator version, a changed interface) is not registered: the
+# runtime renders the templates in memory instead. The runtime compiles the remote functions
+# (_remote_functions) when a RemoteModule first needs them.
+_rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, MinimalInterface)
 
 
 def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
     return value.to(device)
 
 
-@_rm_script
+def _rm_cast_8ccc264ac3(
+    value: Tensor,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Tensor:
+    if value.is_floating_point():
+        sent.append(torch.empty(0, dtype=value.dtype))
+        return value.to(dtype)
+    return value
+
+
+def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
+    if value.is_floating_point():
+        return value.to(sent.pop(0).dtype)
+    return value
+
+
 def _remote_forward(
     _rm_module_rref: RRef[MinimalInterface],
     _rm_device: str,
@@ -58,39 +70,133 @@ def _remote_forward(
     return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
 
 
+def _remote_forward_wire(
+    _rm_module_rref: RRef[MinimalInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+) -> tuple[Tensor, list[Tensor]]:
+    x = _rm_restore_8ccc264ac3(x, _rm_carried)
+    _rm_result = _remote_forward(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_8ccc264ac3(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_forward_wire_reply(reply: tuple[Tensor, list[Tensor]]) -> Tensor:
+    return _rm_restore_8ccc264ac3(reply[0], reply[1])
+
+
+def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tensor:
+    return _rm_forward_wire_reply(future.wait())
+
+
 _rm_forward_hints = (("x", Tensor),)
 
 
 def forward_async(self: _rm.RemoteModule, x: Tensor) -> Future[Tensor]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-        return _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
+            return _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-    return _rm.call_async(self, "forward", _remote_forward, (x,), _rm_forward_hints)
+        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
+    _rm_args = (x,)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x)
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_forward_wire_result)
+    return _rm.call_async(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
 def forward(self: _rm.RemoteModule, x: Tensor) -> Tensor:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_future.wait()
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_future.wait()
-    return _rm.call(self, "forward", _remote_forward, (x,), _rm_forward_hints)
+        return _rm_forward_wire_result(_rm_wire_future)
+    _rm_args = (x,)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x)
+        _rm_wire_reply = _rm.call(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_forward_wire_reply(_rm_wire_reply)
+    return _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
 _generated_methods = [
     forward_async,
     forward,
+]
+_remote_functions = [
+    _remote_forward,
+]
+_wire_functions = [
+    _remote_forward_wire,
 ]
 
 
@@ -115,7 +221,7 @@ class RemoteMinimalInterface(_rm.RemoteModule):
             kwargs: dict[str, Any] | None = None,
             *,
             timeout: float | None = None,
-            **options: Any,
+            wire_dtype: torch.dtype | None = None,
         ) -> None: ...
 
         def forward(self, x: Tensor) -> Tensor: ...

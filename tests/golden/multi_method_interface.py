@@ -24,9 +24,10 @@ INTERFACE_FINGERPRINT = "808e0c72c497d5e9"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = MultiMethodInterface
 
-# A stale module (another generator version, a changed interface) compiles nothing and
-# is not registered: the runtime renders the templates in memory instead.
-_rm_script = _rm.check_fresh(
+# A stale module (another generator version, a changed interface) is not registered: the
+# runtime renders the templates in memory instead. The runtime compiles the remote functions
+# (_remote_functions) when a RemoteModule first needs them.
+_rm.check_fresh(
     __name__,
     GENERATOR_VERSION,
     INTERFACE_FINGERPRINT,
@@ -38,7 +39,23 @@ def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
     return value.to(device)
 
 
-@_rm_script
+def _rm_cast_8ccc264ac3(
+    value: Tensor,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Tensor:
+    if value.is_floating_point():
+        sent.append(torch.empty(0, dtype=value.dtype))
+        return value.to(dtype)
+    return value
+
+
+def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
+    if value.is_floating_point():
+        return value.to(sent.pop(0).dtype)
+    return value
+
+
 def _remote_forward(
     _rm_module_rref: RRef[MultiMethodInterface],
     _rm_device: str,
@@ -60,6 +77,37 @@ def _remote_forward(
     return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
 
 
+def _remote_forward_wire(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> tuple[Tensor, list[Tensor]]:
+    x = _rm_restore_8ccc264ac3(x, _rm_carried)
+    _rm_result = _remote_forward(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+        label,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_8ccc264ac3(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_forward_wire_reply(reply: tuple[Tensor, list[Tensor]]) -> Tensor:
+    return _rm_restore_8ccc264ac3(reply[0], reply[1])
+
+
+def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tensor:
+    return _rm_forward_wire_reply(future.wait())
+
+
 _rm_forward_hints = (("x", Tensor), ("scale", float, 1.0), ("label", str, "w"))
 
 
@@ -70,28 +118,57 @@ def forward_async(
     label: str = "w",
 ) -> Future[Tensor]:
     if _rm.is_scripting():
-        _rm_sent = (
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                x,
+                scale,
+                label,
+            )
+            return _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
             self.module_rref,
             self.device,
             self.is_device_map_set,
-            x,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
             scale,
             label,
         )
-        return _rm.rpc_async(
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-    return _rm.call_async(
-        self,
-        "forward",
-        _remote_forward,
-        (x, scale, label),
-        _rm_forward_hints,
-    )
+        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
+    _rm_args = (x, scale, label)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x, scale, label)
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_forward_wire_result)
+    return _rm.call_async(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
 def forward(
@@ -101,32 +178,60 @@ def forward(
     label: str = "w",
 ) -> Tensor:
     if _rm.is_scripting():
-        _rm_sent = (
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                x,
+                scale,
+                label,
+            )
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_future.wait()
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
             self.module_rref,
             self.device,
             self.is_device_map_set,
-            x,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
             scale,
             label,
         )
-        _rm_future = _rm.rpc_async(
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_future.wait()
-    return _rm.call(
-        self,
-        "forward",
-        _remote_forward,
-        (x, scale, label),
-        _rm_forward_hints,
-    )
+        return _rm_forward_wire_result(_rm_wire_future)
+    _rm_args = (x, scale, label)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x, scale, label)
+        _rm_wire_reply = _rm.call(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_forward_wire_reply(_rm_wire_reply)
+    return _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
-@_rm_script
 def _remote_step_count(
     _rm_module_rref: RRef[MultiMethodInterface],
     _rm_device: str,
@@ -149,11 +254,12 @@ def step_count_async(self: _rm.RemoteModule) -> Future[int]:
             {},
             self.timeout,
         )
+    _rm_args = ()
     return _rm.call_async(
         self,
         "step_count",
         _remote_step_count,
-        (),
+        _rm_args,
         _rm_step_count_hints,
     )
 
@@ -169,10 +275,16 @@ def step_count(self: _rm.RemoteModule) -> int:
             self.timeout,
         )
         return _rm_future.wait()
-    return _rm.call(self, "step_count", _remote_step_count, (), _rm_step_count_hints)
+    _rm_args = ()
+    return _rm.call(
+        self,
+        "step_count",
+        _remote_step_count,
+        _rm_args,
+        _rm_step_count_hints,
+    )
 
 
-@_rm_script
 def _remote_describe(
     _rm_module_rref: RRef[MultiMethodInterface],
     _rm_device: str,
@@ -214,11 +326,12 @@ def describe_async(
             {},
             self.timeout,
         )
+    _rm_args = (prefix, times, flags)
     return _rm.call_async(
         self,
         "describe",
         _remote_describe,
-        (prefix, times, flags),
+        _rm_args,
         _rm_describe_hints,
     )
 
@@ -246,13 +359,8 @@ def describe(
             self.timeout,
         )
         return _rm_future.wait()
-    return _rm.call(
-        self,
-        "describe",
-        _remote_describe,
-        (prefix, times, flags),
-        _rm_describe_hints,
-    )
+    _rm_args = (prefix, times, flags)
+    return _rm.call(self, "describe", _remote_describe, _rm_args, _rm_describe_hints)
 
 
 _generated_methods = [
@@ -262,6 +370,14 @@ _generated_methods = [
     step_count,
     describe_async,
     describe,
+]
+_remote_functions = [
+    _remote_forward,
+    _remote_step_count,
+    _remote_describe,
+]
+_wire_functions = [
+    _remote_forward_wire,
 ]
 
 
@@ -286,7 +402,7 @@ class RemoteMultiMethodInterface(_rm.RemoteModule):
             kwargs: dict[str, Any] | None = None,
             *,
             timeout: float | None = None,
-            **options: Any,
+            wire_dtype: torch.dtype | None = None,
         ) -> None: ...
 
         def forward(

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 from remote_module.runtime import contract as _rm
+from torch import Tensor
 from torch.futures import Future
 
 GENERATOR_VERSION = "0.1.0"
@@ -32,11 +33,46 @@ def _remote_forward(
     return _rm.move_to_device(result, torch.device("cpu"))
 
 
+def _remote_forward_wire(
+    _rm_module_ref: Any,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    *args: Any,
+    **kwargs: Any,
+) -> tuple[Any, list[Tensor]]:
+    args = _rm.restore_from_wire(args, _rm_carried)
+    kwargs = _rm.restore_from_wire(kwargs, _rm_carried)
+    result = _remote_forward(_rm_module_ref, _rm_device, _rm_is_device_map_set, *args, **kwargs)
+    back: list[Tensor] = []
+    return _rm.cast_to_wire(result, _rm_wire_dtype, back), back
+
+
+def _rm_wire_reply(reply: tuple[Any, list[Tensor]]) -> Any:
+    return _rm.restore_from_wire(reply[0], reply[1])
+
+
+def _rm_wire_result(future: Future[tuple[Any, list[Tensor]]]) -> Any:
+    return _rm_wire_reply(future.wait())
+
+
 def forward_async(self: _rm.RemoteModule, *args: Any, **kwargs: Any) -> Future[Any]:
+    if self.wire_dtype is not None:
+        wired: list[Tensor] = []
+        sent = (self.wire_dtype, wired, *_rm.cast_to_wire(args, self.wire_dtype, wired))
+        kwargs = _rm.cast_to_wire(kwargs, self.wire_dtype, wired)
+        reply = _rm.call_async(self, "forward", _remote_forward_wire, sent, None, kwargs)
+        return reply.then(_rm_wire_result)
     return _rm.call_async(self, "forward", _remote_forward, args, None, kwargs)
 
 
 def forward(self: _rm.RemoteModule, *args: Any, **kwargs: Any) -> Any:
+    if self.wire_dtype is not None:
+        wired: list[Tensor] = []
+        sent = (self.wire_dtype, wired, *_rm.cast_to_wire(args, self.wire_dtype, wired))
+        kwargs = _rm.cast_to_wire(kwargs, self.wire_dtype, wired)
+        return _rm_wire_reply(_rm.call(self, "forward", _remote_forward_wire, sent, None, kwargs))
     return _rm.call(self, "forward", _remote_forward, args, None, kwargs)
 
 

@@ -24,9 +24,10 @@ INTERFACE_FINGERPRINT = "e63104ceca620f76"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = EmbeddingBagInterface
 
-# A stale module (another generator version, a changed interface) compiles nothing and
-# is not registered: the runtime renders the templates in memory instead.
-_rm_script = _rm.check_fresh(
+# A stale module (another generator version, a changed interface) is not registered: the
+# runtime renders the templates in memory instead. The runtime compiles the remote functions
+# (_remote_functions) when a RemoteModule first needs them.
+_rm.check_fresh(
     __name__,
     GENERATOR_VERSION,
     INTERFACE_FINGERPRINT,
@@ -38,7 +39,23 @@ def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
     return value.to(device)
 
 
-@_rm_script
+def _rm_cast_8ccc264ac3(
+    value: Tensor,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Tensor:
+    if value.is_floating_point():
+        sent.append(torch.empty(0, dtype=value.dtype))
+        return value.to(dtype)
+    return value
+
+
+def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
+    if value.is_floating_point():
+        return value.to(sent.pop(0).dtype)
+    return value
+
+
 def _remote_forward(
     _rm_module_rref: RRef[EmbeddingBagInterface],
     _rm_device: str,
@@ -60,6 +77,36 @@ def _remote_forward(
     return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
 
 
+def _remote_forward_wire(
+    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    indices: Tensor,
+    offsets: Tensor,
+) -> tuple[Tensor, list[Tensor]]:
+    indices = _rm_restore_8ccc264ac3(indices, _rm_carried)
+    offsets = _rm_restore_8ccc264ac3(offsets, _rm_carried)
+    _rm_result = _remote_forward(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        indices,
+        offsets,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_8ccc264ac3(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_forward_wire_reply(reply: tuple[Tensor, list[Tensor]]) -> Tensor:
+    return _rm_restore_8ccc264ac3(reply[0], reply[1])
+
+
+def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tensor:
+    return _rm_forward_wire_reply(future.wait())
+
+
 _rm_forward_hints = (("indices", Tensor), ("offsets", Tensor))
 
 
@@ -69,56 +116,115 @@ def forward_async(
     offsets: Tensor,
 ) -> Future[Tensor]:
     if _rm.is_scripting():
-        _rm_sent = (
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                indices,
+                offsets,
+            )
+            return _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_arg_indices = _rm_cast_8ccc264ac3(indices, self.wire_dtype, _rm_carried)
+        _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
             self.module_rref,
             self.device,
             self.is_device_map_set,
-            indices,
-            offsets,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_indices,
+            _rm_arg_offsets,
         )
-        return _rm.rpc_async(
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-    return _rm.call_async(
-        self,
-        "forward",
-        _remote_forward,
-        (indices, offsets),
-        _rm_forward_hints,
-    )
+        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
+    _rm_args = (indices, offsets)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_indices = _rm_cast_8ccc264ac3(indices, self.wire_dtype, _rm_wired)
+        _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_indices, _rm_arg_offsets)
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_forward_wire_result)
+    return _rm.call_async(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
 def forward(self: _rm.RemoteModule, indices: Tensor, offsets: Tensor) -> Tensor:
     if _rm.is_scripting():
-        _rm_sent = (
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                indices,
+                offsets,
+            )
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_future.wait()
+        _rm_carried: list[Tensor] = []
+        _rm_arg_indices = _rm_cast_8ccc264ac3(indices, self.wire_dtype, _rm_carried)
+        _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
             self.module_rref,
             self.device,
             self.is_device_map_set,
-            indices,
-            offsets,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_indices,
+            _rm_arg_offsets,
         )
-        _rm_future = _rm.rpc_async(
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_future.wait()
-    return _rm.call(
-        self,
-        "forward",
-        _remote_forward,
-        (indices, offsets),
-        _rm_forward_hints,
-    )
+        return _rm_forward_wire_result(_rm_wire_future)
+    _rm_args = (indices, offsets)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_indices = _rm_cast_8ccc264ac3(indices, self.wire_dtype, _rm_wired)
+        _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_indices, _rm_arg_offsets)
+        _rm_wire_reply = _rm.call(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_forward_wire_reply(_rm_wire_reply)
+    return _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
-@_rm_script
 def _remote_weight_norm(
     _rm_module_rref: RRef[EmbeddingBagInterface],
     _rm_device: str,
@@ -141,11 +247,12 @@ def weight_norm_async(self: _rm.RemoteModule) -> Future[float]:
             {},
             self.timeout,
         )
+    _rm_args = ()
     return _rm.call_async(
         self,
         "weight_norm",
         _remote_weight_norm,
-        (),
+        _rm_args,
         _rm_weight_norm_hints,
     )
 
@@ -161,7 +268,14 @@ def weight_norm(self: _rm.RemoteModule) -> float:
             self.timeout,
         )
         return _rm_future.wait()
-    return _rm.call(self, "weight_norm", _remote_weight_norm, (), _rm_weight_norm_hints)
+    _rm_args = ()
+    return _rm.call(
+        self,
+        "weight_norm",
+        _remote_weight_norm,
+        _rm_args,
+        _rm_weight_norm_hints,
+    )
 
 
 _generated_methods = [
@@ -169,6 +283,13 @@ _generated_methods = [
     forward,
     weight_norm_async,
     weight_norm,
+]
+_remote_functions = [
+    _remote_forward,
+    _remote_weight_norm,
+]
+_wire_functions = [
+    _remote_forward_wire,
 ]
 
 
@@ -193,7 +314,7 @@ class RemoteEmbeddingBagInterface(_rm.RemoteModule):
             kwargs: dict[str, Any] | None = None,
             *,
             timeout: float | None = None,
-            **options: Any,
+            wire_dtype: torch.dtype | None = None,
         ) -> None: ...
 
         def forward(self, indices: Tensor, offsets: Tensor) -> Tensor: ...

@@ -25,14 +25,10 @@ INTERFACE_FINGERPRINT = "5bc870b376a52b70"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = ScorerInterface
 
-# A stale module (another generator version, a changed interface) compiles nothing and
-# is not registered: the runtime renders the templates in memory instead.
-_rm_script = _rm.check_fresh(
-    __name__,
-    GENERATOR_VERSION,
-    INTERFACE_FINGERPRINT,
-    ScorerInterface,
-)
+# A stale module (another generator version, a changed interface) is not registered: the
+# runtime renders the templates in memory instead. The runtime compiles the remote functions
+# (_remote_functions) when a RemoteModule first needs them.
+_rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, ScorerInterface)
 
 
 def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
@@ -116,7 +112,99 @@ def _rm_decode_35a65980ae_waited(
     return _rm_decode_35a65980ae(future.wait())
 
 
-@_rm_script
+def _rm_cast_8ccc264ac3(
+    value: Tensor,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Tensor:
+    if value.is_floating_point():
+        sent.append(torch.empty(0, dtype=value.dtype))
+        return value.to(dtype)
+    return value
+
+
+def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
+    if value.is_floating_point():
+        return value.to(sent.pop(0).dtype)
+    return value
+
+
+def _rm_cast_079794b43e(
+    value: Scored,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Scored:
+    return Scored(_rm_cast_8ccc264ac3(value[0], dtype, sent), value[1])
+
+
+def _rm_restore_079794b43e(value: Scored, sent: list[Tensor]) -> Scored:
+    return Scored(_rm_restore_8ccc264ac3(value[0], sent), value[1])
+
+
+def _rm_cast_199862e712(
+    value: list[Scored],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> list[Scored]:
+    return [_rm_cast_079794b43e(item, dtype, sent) for item in value]
+
+
+def _rm_restore_199862e712(value: list[Scored], sent: list[Tensor]) -> list[Scored]:
+    return [_rm_restore_079794b43e(item, sent) for item in value]
+
+
+def _rm_cast_cb342eb8ed(
+    value: Scored | None,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Scored | None:
+    if value is None:
+        return None
+    return _rm_cast_079794b43e(value, dtype, sent)
+
+
+def _rm_restore_cb342eb8ed(value: Scored | None, sent: list[Tensor]) -> Scored | None:
+    if value is None:
+        return None
+    return _rm_restore_079794b43e(value, sent)
+
+
+def _rm_cast_c0c56958f6(
+    value: dict[str, Scored],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> dict[str, Scored]:
+    return {key: _rm_cast_079794b43e(item, dtype, sent) for key, item in value.items()}
+
+
+def _rm_restore_c0c56958f6(
+    value: dict[str, Scored],
+    sent: list[Tensor],
+) -> dict[str, Scored]:
+    return {key: _rm_restore_079794b43e(item, sent) for key, item in value.items()}
+
+
+def _rm_cast_35a65980ae(
+    value: tuple[Scored, Tensor],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> tuple[Scored, Tensor]:
+    return (
+        _rm_cast_079794b43e(value[0], dtype, sent),
+        _rm_cast_8ccc264ac3(value[1], dtype, sent),
+    )
+
+
+def _rm_restore_35a65980ae(
+    value: tuple[Scored, Tensor],
+    sent: list[Tensor],
+) -> tuple[Scored, Tensor]:
+    return (
+        _rm_restore_079794b43e(value[0], sent),
+        _rm_restore_8ccc264ac3(value[1], sent),
+    )
+
+
 def _remote_forward(
     _rm_module_rref: RRef[ScorerInterface],
     _rm_device: str,
@@ -137,6 +225,35 @@ def _remote_forward(
     return _rm_move_079794b43e(_rm_result, torch.device("cpu"))
 
 
+def _remote_forward_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    scale: float,
+) -> tuple[Scored, list[Tensor]]:
+    x = _rm_restore_8ccc264ac3(x, _rm_carried)
+    _rm_result = _remote_forward(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_079794b43e(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_forward_wire_reply(reply: tuple[Scored, list[Tensor]]) -> Scored:
+    return _rm_decode_079794b43e(_rm_restore_079794b43e(reply[0], reply[1]))
+
+
+def _rm_forward_wire_result(future: Future[tuple[Scored, list[Tensor]]]) -> Scored:
+    return _rm_forward_wire_reply(future.wait())
+
+
 _rm_forward_hints = (("x", Tensor), ("scale", float, 1.0))
 
 
@@ -146,20 +263,54 @@ def forward_async(
     scale: float = 1.0,
 ) -> Future[Scored]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, scale)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, scale)
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm.fork(_rm_decode_079794b43e_waited, _rm_future)
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+            scale,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm.fork(_rm_decode_079794b43e_waited, _rm_future)
+        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
+    _rm_args = (x, scale)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x, scale)
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_forward_wire_result)
     _rm_future = _rm.call_async(
         self,
         "forward",
         _remote_forward,
-        (x, scale),
+        _rm_args,
         _rm_forward_hints,
     )
     return _rm_future.then(_rm_decode_079794b43e_waited)
@@ -167,26 +318,53 @@ def forward_async(
 
 def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, scale)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, scale)
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_forward,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_decode_079794b43e(_rm_future.wait())
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+            scale,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_forward,
-            _rm_sent,
+            _remote_forward_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_decode_079794b43e(_rm_future.wait())
-    _rm_result = _rm.call(
-        self,
-        "forward",
-        _remote_forward,
-        (x, scale),
-        _rm_forward_hints,
-    )
+        return _rm_forward_wire_result(_rm_wire_future)
+    _rm_args = (x, scale)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x, scale)
+        _rm_wire_reply = _rm.call(
+            self,
+            "forward",
+            _remote_forward_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_forward_wire_reply(_rm_wire_reply)
+    _rm_result = _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
     return _rm_decode_079794b43e(_rm_result)
 
 
-@_rm_script
 def _remote_stats(
     _rm_module_rref: RRef[ScorerInterface],
     _rm_device: str,
@@ -209,7 +387,8 @@ def stats_async(self: _rm.RemoteModule) -> Future[dict[str, float]]:
             {},
             self.timeout,
         )
-    return _rm.call_async(self, "stats", _remote_stats, (), _rm_stats_hints)
+    _rm_args = ()
+    return _rm.call_async(self, "stats", _remote_stats, _rm_args, _rm_stats_hints)
 
 
 def stats(self: _rm.RemoteModule) -> dict[str, float]:
@@ -223,10 +402,10 @@ def stats(self: _rm.RemoteModule) -> dict[str, float]:
             self.timeout,
         )
         return _rm_future.wait()
-    return _rm.call(self, "stats", _remote_stats, (), _rm_stats_hints)
+    _rm_args = ()
+    return _rm.call(self, "stats", _remote_stats, _rm_args, _rm_stats_hints)
 
 
-@_rm_script
 def _remote_top(
     _rm_module_rref: RRef[ScorerInterface],
     _rm_device: str,
@@ -247,40 +426,126 @@ def _remote_top(
     return _rm_move_199862e712(_rm_result, torch.device("cpu"))
 
 
+def _remote_top_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    k: int,
+) -> tuple[list[Scored], list[Tensor]]:
+    x = _rm_restore_8ccc264ac3(x, _rm_carried)
+    _rm_result = _remote_top(_rm_module_rref, _rm_device, _rm_is_device_map_set, x, k)
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_199862e712(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_top_wire_reply(reply: tuple[list[Scored], list[Tensor]]) -> list[Scored]:
+    return _rm_decode_199862e712(_rm_restore_199862e712(reply[0], reply[1]))
+
+
+def _rm_top_wire_result(
+    future: Future[tuple[list[Scored], list[Tensor]]],
+) -> list[Scored]:
+    return _rm_top_wire_reply(future.wait())
+
+
 _rm_top_hints = (("x", Tensor), ("k", int, 2))
 
 
 def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, k)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, k)
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_top,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm.fork(_rm_decode_199862e712_waited, _rm_future)
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+            k,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_top,
-            _rm_sent,
+            _remote_top_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm.fork(_rm_decode_199862e712_waited, _rm_future)
-    _rm_future = _rm.call_async(self, "top", _remote_top, (x, k), _rm_top_hints)
+        return _rm.fork(_rm_top_wire_result, _rm_wire_future)
+    _rm_args = (x, k)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("top", _rm_args, _rm_top_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x, k)
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "top",
+            _remote_top_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_top_wire_result)
+    _rm_future = _rm.call_async(self, "top", _remote_top, _rm_args, _rm_top_hints)
     return _rm_future.then(_rm_decode_199862e712_waited)
 
 
 def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, k)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, k)
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_top,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_decode_199862e712(_rm_future.wait())
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+            k,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_top,
-            _rm_sent,
+            _remote_top_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_decode_199862e712(_rm_future.wait())
-    _rm_result = _rm.call(self, "top", _remote_top, (x, k), _rm_top_hints)
+        return _rm_top_wire_result(_rm_wire_future)
+    _rm_args = (x, k)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("top", _rm_args, _rm_top_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x, k)
+        _rm_wire_reply = _rm.call(self, "top", _remote_top_wire, _rm_wire_args, None)
+        return _rm_top_wire_reply(_rm_wire_reply)
+    _rm_result = _rm.call(self, "top", _remote_top, _rm_args, _rm_top_hints)
     return _rm_decode_199862e712(_rm_result)
 
 
-@_rm_script
 def _remote_best(
     _rm_module_rref: RRef[ScorerInterface],
     _rm_device: str,
@@ -301,6 +566,37 @@ def _remote_best(
     return _rm_move_cb342eb8ed(_rm_result, torch.device("cpu"))
 
 
+def _remote_best_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    threshold: float | None,
+) -> tuple[Scored | None, list[Tensor]]:
+    x = _rm_restore_8ccc264ac3(x, _rm_carried)
+    _rm_result = _remote_best(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        threshold,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_cb342eb8ed(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_best_wire_reply(reply: tuple[Scored | None, list[Tensor]]) -> Scored | None:
+    return _rm_decode_cb342eb8ed(_rm_restore_cb342eb8ed(reply[0], reply[1]))
+
+
+def _rm_best_wire_result(
+    future: Future[tuple[Scored | None, list[Tensor]]],
+) -> Scored | None:
+    return _rm_best_wire_reply(future.wait())
+
+
 _rm_best_hints = (("x", Tensor), ("threshold", float | None, None))
 
 
@@ -310,22 +606,56 @@ def best_async(
     threshold: float | None = None,
 ) -> Future[Scored | None]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, threshold)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                x,
+                threshold,
+            )
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_best,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm.fork(_rm_decode_cb342eb8ed_waited, _rm_future)
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+            threshold,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_best,
-            _rm_sent,
+            _remote_best_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm.fork(_rm_decode_cb342eb8ed_waited, _rm_future)
-    _rm_future = _rm.call_async(
-        self,
-        "best",
-        _remote_best,
-        (x, threshold),
-        _rm_best_hints,
-    )
+        return _rm.fork(_rm_best_wire_result, _rm_wire_future)
+    _rm_args = (x, threshold)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("best", _rm_args, _rm_best_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x, threshold)
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "best",
+            _remote_best_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_best_wire_result)
+    _rm_future = _rm.call_async(self, "best", _remote_best, _rm_args, _rm_best_hints)
     return _rm_future.then(_rm_decode_cb342eb8ed_waited)
 
 
@@ -335,20 +665,53 @@ def best(
     threshold: float | None = None,
 ) -> Scored | None:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, threshold)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                x,
+                threshold,
+            )
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_best,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_decode_cb342eb8ed(_rm_future.wait())
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+            threshold,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_best,
-            _rm_sent,
+            _remote_best_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_decode_cb342eb8ed(_rm_future.wait())
-    _rm_result = _rm.call(self, "best", _remote_best, (x, threshold), _rm_best_hints)
+        return _rm_best_wire_result(_rm_wire_future)
+    _rm_args = (x, threshold)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("best", _rm_args, _rm_best_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x, threshold)
+        _rm_wire_reply = _rm.call(self, "best", _remote_best_wire, _rm_wire_args, None)
+        return _rm_best_wire_reply(_rm_wire_reply)
+    _rm_result = _rm.call(self, "best", _remote_best, _rm_args, _rm_best_hints)
     return _rm_decode_cb342eb8ed(_rm_result)
 
 
-@_rm_script
 def _remote_table(
     _rm_module_rref: RRef[ScorerInterface],
     _rm_device: str,
@@ -368,40 +731,131 @@ def _remote_table(
     return _rm_move_c0c56958f6(_rm_result, torch.device("cpu"))
 
 
+def _remote_table_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+) -> tuple[dict[str, Scored], list[Tensor]]:
+    x = _rm_restore_8ccc264ac3(x, _rm_carried)
+    _rm_result = _remote_table(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_c0c56958f6(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_table_wire_reply(
+    reply: tuple[dict[str, Scored], list[Tensor]],
+) -> dict[str, Scored]:
+    return _rm_decode_c0c56958f6(_rm_restore_c0c56958f6(reply[0], reply[1]))
+
+
+def _rm_table_wire_result(
+    future: Future[tuple[dict[str, Scored], list[Tensor]]],
+) -> dict[str, Scored]:
+    return _rm_table_wire_reply(future.wait())
+
+
 _rm_table_hints = (("x", Tensor),)
 
 
 def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_table,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm.fork(_rm_decode_c0c56958f6_waited, _rm_future)
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_table,
-            _rm_sent,
+            _remote_table_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm.fork(_rm_decode_c0c56958f6_waited, _rm_future)
-    _rm_future = _rm.call_async(self, "table", _remote_table, (x,), _rm_table_hints)
+        return _rm.fork(_rm_table_wire_result, _rm_wire_future)
+    _rm_args = (x,)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("table", _rm_args, _rm_table_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x)
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "table",
+            _remote_table_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_table_wire_result)
+    _rm_future = _rm.call_async(self, "table", _remote_table, _rm_args, _rm_table_hints)
     return _rm_future.then(_rm_decode_c0c56958f6_waited)
 
 
 def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_table,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_decode_c0c56958f6(_rm_future.wait())
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_table,
-            _rm_sent,
+            _remote_table_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_decode_c0c56958f6(_rm_future.wait())
-    _rm_result = _rm.call(self, "table", _remote_table, (x,), _rm_table_hints)
+        return _rm_table_wire_result(_rm_wire_future)
+    _rm_args = (x,)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("table", _rm_args, _rm_table_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x)
+        _rm_wire_reply = _rm.call(
+            self,
+            "table",
+            _remote_table_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_table_wire_reply(_rm_wire_reply)
+    _rm_result = _rm.call(self, "table", _remote_table, _rm_args, _rm_table_hints)
     return _rm_decode_c0c56958f6(_rm_result)
 
 
-@_rm_script
 def _remote_pair(
     _rm_module_rref: RRef[ScorerInterface],
     _rm_device: str,
@@ -421,36 +875,122 @@ def _remote_pair(
     return _rm_move_35a65980ae(_rm_result, torch.device("cpu"))
 
 
+def _remote_pair_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+) -> tuple[tuple[Scored, Tensor], list[Tensor]]:
+    x = _rm_restore_8ccc264ac3(x, _rm_carried)
+    _rm_result = _remote_pair(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_35a65980ae(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _rm_pair_wire_reply(
+    reply: tuple[tuple[Scored, Tensor], list[Tensor]],
+) -> tuple[Scored, Tensor]:
+    return _rm_decode_35a65980ae(_rm_restore_35a65980ae(reply[0], reply[1]))
+
+
+def _rm_pair_wire_result(
+    future: Future[tuple[tuple[Scored, Tensor], list[Tensor]]],
+) -> tuple[Scored, Tensor]:
+    return _rm_pair_wire_reply(future.wait())
+
+
 _rm_pair_hints = (("x", Tensor),)
 
 
 def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_pair,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm.fork(_rm_decode_35a65980ae_waited, _rm_future)
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_pair,
-            _rm_sent,
+            _remote_pair_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm.fork(_rm_decode_35a65980ae_waited, _rm_future)
-    _rm_future = _rm.call_async(self, "pair", _remote_pair, (x,), _rm_pair_hints)
+        return _rm.fork(_rm_pair_wire_result, _rm_wire_future)
+    _rm_args = (x,)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("pair", _rm_args, _rm_pair_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x)
+        _rm_wire_reply = _rm.call_async(
+            self,
+            "pair",
+            _remote_pair_wire,
+            _rm_wire_args,
+            None,
+        )
+        return _rm_wire_reply.then(_rm_pair_wire_result)
+    _rm_future = _rm.call_async(self, "pair", _remote_pair, _rm_args, _rm_pair_hints)
     return _rm_future.then(_rm_decode_35a65980ae_waited)
 
 
 def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-        _rm_future = _rm.rpc_async(
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
+            _rm_future = _rm.rpc_async(
+                self.module_rref.owner(),
+                _remote_pair,
+                _rm_sent,
+                {},
+                self.timeout,
+            )
+            return _rm_decode_35a65980ae(_rm_future.wait())
+        _rm_carried: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
+        _rm_wire_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_arg_x,
+        )
+        _rm_wire_future = _rm.rpc_async(
             self.module_rref.owner(),
-            _remote_pair,
-            _rm_sent,
+            _remote_pair_wire,
+            _rm_wire_sent,
             {},
             self.timeout,
         )
-        return _rm_decode_35a65980ae(_rm_future.wait())
-    _rm_result = _rm.call(self, "pair", _remote_pair, (x,), _rm_pair_hints)
+        return _rm_pair_wire_result(_rm_wire_future)
+    _rm_args = (x,)
+    if self.wire_dtype is not None:
+        _rm.check_arguments("pair", _rm_args, _rm_pair_hints)
+        _rm_wired: list[Tensor] = []
+        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_wired)
+        _rm_wire_args = (self.wire_dtype, _rm_wired, _rm_arg_x)
+        _rm_wire_reply = _rm.call(self, "pair", _remote_pair_wire, _rm_wire_args, None)
+        return _rm_pair_wire_reply(_rm_wire_reply)
+    _rm_result = _rm.call(self, "pair", _remote_pair, _rm_args, _rm_pair_hints)
     return _rm_decode_35a65980ae(_rm_result)
 
 
@@ -467,6 +1007,21 @@ _generated_methods = [
     table,
     pair_async,
     pair,
+]
+_remote_functions = [
+    _remote_forward,
+    _remote_stats,
+    _remote_top,
+    _remote_best,
+    _remote_table,
+    _remote_pair,
+]
+_wire_functions = [
+    _remote_forward_wire,
+    _remote_top_wire,
+    _remote_best_wire,
+    _remote_table_wire,
+    _remote_pair_wire,
 ]
 
 
@@ -491,7 +1046,7 @@ class RemoteScorerInterface(_rm.RemoteModule):
             kwargs: dict[str, Any] | None = None,
             *,
             timeout: float | None = None,
-            **options: Any,
+            wire_dtype: torch.dtype | None = None,
         ) -> None: ...
 
         def forward(self, x: Tensor, scale: float = 1.0) -> Scored: ...
