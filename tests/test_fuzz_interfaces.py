@@ -528,11 +528,21 @@ ALLOWED_CALLS = {
     "_rm.call_async",
     "_rm.register",
     "_rm.move_to_device",
+    "_rm.check_arguments",
+    "_rm_wire_reply.then",
     "isinstance",
     "value.to",
     "value.items",
+    "value.is_floating_point",
+    "sent.append",
+    "sent.pop",
+    "torch.empty",
     "float",
 }
+# Generated helpers: movers, decoders, wire casters and restorers, and the wire results.
+GENERATED_HELPER = re.compile(
+    r"_rm_(move|decode|cast|restore)_[0-9a-f]{10}(_waited)?|_rm_\w+_wire_(reply|result)"
+)
 ALLOWED_IMPORTS = {
     "collections.abc",
     "typing",
@@ -559,7 +569,10 @@ def check_generated_source_is_safe(source: str, interface_module: str, spec: lis
     non-finite literals; so no name or default of the interface became code."""
     compile(source, "<fuzzed generated module>", "exec")
     tree = ast.parse(source)
-    method_calls = {f"_rm_module.{_normalized(method.name)}" for method in spec}
+    method_calls = {f"_rm_module.{_normalized(method.name)}" for method in spec} | {
+        f"_remote_{_normalized(method.name)}"
+        for method in spec  # from the wire twins
+    }
     for node in tree.body:
         assert isinstance(
             node, (ast.Expr, ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef, ast.ClassDef)
@@ -574,9 +587,7 @@ def check_generated_source_is_safe(source: str, interface_module: str, spec: lis
         elif isinstance(node, ast.Call):
             name = _dotted(node.func)
             assert (
-                name in ALLOWED_CALLS
-                or name in method_calls
-                or re.fullmatch(r"_rm_(move|decode)_[0-9a-f]{10}(_waited)?", name)
+                name in ALLOWED_CALLS or name in method_calls or GENERATED_HELPER.fullmatch(name)
             ), f"unexpected call {name}: {ast.unparse(node)}"
             if name == "float":
                 assert [ast.literal_eval(arg) for arg in node.args] in (
@@ -611,7 +622,9 @@ class _FakeRemoteModule:
     module_rref = _FakeRRef()
     device = "cpu"
     is_device_map_set = False
+    is_scriptable = True
     timeout = 12.5
+    wire_dtype = None
 
 
 def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
@@ -642,8 +655,12 @@ def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
         for method in spec:
             name = _normalized(method.name)
             remote = getattr(generated, f"_remote_{name}")
-            assert isinstance(remote, torch.jit.ScriptFunction), (name, remote)
-            assert remote.name == f"_remote_{name}"
+            assert remote.__name__ == f"_remote_{name}"
+            # Loading it for use compiled it (the owner runs it, a caller reads its schema).
+            compiled = torch.jit._state._python_cu.find_function(
+                torch._jit_internal._qualified_name(remote)
+            )
+            assert compiled is not None, (name, remote)
             interface_signature = inspect.signature(getattr(cls, name))
             for stub_name in (name, f"{name}_async"):
                 stub = stubs[stub_name]
@@ -966,7 +983,7 @@ def test_interface_identity_cannot_inject_code(target: str, attribute: str, valu
     calls = {_dotted(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     assert all(
         name in ALLOWED_CALLS
-        or name in ("_rm_module.forward", "FuzzPoint", value)
-        or re.fullmatch(r"_rm_move_[0-9a-f]{10}", name)
+        or name in ("_rm_module.forward", "_remote_forward", "FuzzPoint", value)
+        or GENERATED_HELPER.fullmatch(name)
         for name in calls
     ), calls

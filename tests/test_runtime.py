@@ -419,8 +419,9 @@ def test_sent_over_rpc(with_interface: bool, receiver: str, x: torch.Tensor) -> 
     extra = set(arrived["attributes"]) - module_state
     assert set(PICKLED_ATTRIBUTES) <= extra
     assert "local_note" not in extra
-    # besides the six: the re-installed methods and local settings (the call timeout)
-    assert extra - set(PICKLED_ATTRIBUTES) - set(names) <= {"timeout", "_remote_type_name"}
+    # besides the six: the re-installed methods and local settings (call timeout, wire dtype)
+    local = {"timeout", "wire_dtype", "_remote_type_name"}
+    assert extra - set(PICKLED_ATTRIBUTES) - set(names) <= local
     assert arrived["on"] == rm.on
     assert arrived["device"] == rm.device
     assert arrived["is_device_map_set"] == rm.is_device_map_set
@@ -724,7 +725,7 @@ def test_calls_under_the_profiler_take_rpcs_own_path(
     with torch.autograd.profiler.profile():
         torch.testing.assert_close(scaled_rm(x), expected)
         torch.testing.assert_close(scaled_rm.forward_async(x).wait(), expected)
-    assert [fn.name for fn in sent] == ["_remote_forward"] * 2
+    assert [fn.__name__ for fn in sent] == ["_remote_forward"] * 2
 
 
 @pytest.mark.parametrize("timeout", [-1, 0, "x", True])

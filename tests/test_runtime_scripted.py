@@ -284,6 +284,7 @@ def test_constructor_signature_and_argument_errors() -> None:
         "module_interface_cls",
         "_module_interface_cls",
         "timeout",
+        "wire_dtype",
     ]
     with pytest.raises(TypeError, match=r"remote_device.*module_cls"):
         RemoteModule()  # type: ignore[call-arg]

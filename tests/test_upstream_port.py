@@ -418,15 +418,17 @@ def test_send_remote_module_over_the_wire() -> None:
     # inherited from the superclass) and two installed methods.
     expected_unpickled_attrs = [*PICKLED_ATTRIBUTES, "forward_async", "forward"]
     # Ours: a received RemoteModule is callable as rm(x) (README, "How it differs from
-    # upstream"), so it also holds nn.Module's own bookkeeping and its local call timeout;
-    # neither crosses the wire.
-    local_attrs = {*nn.Module().__dict__, "timeout"}
+    # upstream"), so it also holds nn.Module's own bookkeeping and its local settings (call
+    # timeout, wire dtype); none of them crosses the wire.
+    local_attrs = {*nn.Module().__dict__, "timeout", "wire_dtype"}
 
     # Create a remote module on worker1 and then pass it to worker2 over the RPC layer.
     for remote_module in create_remote_module_iter(WORKER1, modes=[ModuleCreationMode.MODULE_CTOR]):
         # Test querying some simple attributes from worker2.
         attrs = rpc.rpc_sync(WORKER2, remote_module_attributes, (remote_module,), timeout=TIMEOUT_S)
         assert [name for name in attrs if name not in local_attrs] == expected_unpickled_attrs
+        # Ours: the six come first, in their order, as upstream's own dict has them.
+        assert list(attrs)[: len(PICKLED_ATTRIBUTES)] == list(PICKLED_ATTRIBUTES)
         assert attrs["on"] == "worker1"
         assert attrs["device"] == "cpu"
         assert not attrs["is_device_map_set"]
