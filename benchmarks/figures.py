@@ -23,7 +23,7 @@ import benchmarks.generated  # noqa: F401  (build-time stubs, imported as a user
 import remote_module
 from benchmarks import interfaces
 from benchmarks.interfaces import TINY_FEATURES, TinyInterface, UngeneratedTinyInterface
-from benchmarks.spec import FLOOR, OURS, UPSTREAM, Figure, Sizes
+from benchmarks.spec import FLOOR, FLOOR_RREF, OURS, UPSTREAM, WIRE_MIB, Figure, Sizes
 
 OWNER = "worker1"
 REMOTE_DEVICE = f"{OWNER}/cpu"
@@ -157,12 +157,13 @@ def async_loop(call: Callable[[torch.Tensor], torch.futures.Future[Any]], x: tor
     return loop
 
 
-def floor_sync(fn: Any, rref: Any) -> Callable[[torch.Tensor], Any]:
-    return lambda x: rpc.rpc_sync(OWNER, fn, (rref, x))
+def floor_sync(fn: Any, reference: Any) -> Callable[[torch.Tensor], Any]:
+    """``rpc_sync`` of a floor function taking the module's RRef (or key) and ``x``."""
+    return lambda x: rpc.rpc_sync(OWNER, fn, (reference, x))
 
 
-def floor_async(fn: Any, rref: Any) -> Callable[[torch.Tensor], torch.futures.Future[Any]]:
-    return lambda x: rpc.rpc_async(OWNER, fn, (rref, x))
+def floor_async(fn: Any, reference: Any) -> Callable[[torch.Tensor], torch.futures.Future[Any]]:
+    return lambda x: rpc.rpc_async(OWNER, fn, (reference, x))
 
 
 # --- Figures --------------------------------------------------------------------------------
@@ -172,23 +173,32 @@ def measure_tiny_call(sizes: Sizes, repeats: int) -> Results:
     x = torch.randn(1, TINY_FEATURES)
     args = (TINY_FEATURES, TINY_FEATURES)
     rows: dict[str, dict[str, Loop]] = {}
-    for scriptable, suffix, floor_fn in (
-        (False, "nonscriptable", interfaces.run_python),
-        (True, "scriptable", interfaces.run_script),
-    ):
+    for scriptable, suffix in ((False, "nonscriptable"), (True, "scriptable")):
         ours = build(OURS, nn.Linear, args, scriptable)
         upstream = build(UPSTREAM, nn.Linear, args, scriptable)
         rref = floor_rref(nn.Linear, args, scriptable)
         rows[f"sync_{suffix}"] = {
             OURS: sync_loop(ours.forward, x),
             UPSTREAM: sync_loop(upstream.forward, x),
-            FLOOR: sync_loop(floor_sync(floor_fn, rref), x),
         }
         rows[f"async{ASYNC_IN_FLIGHT}_{suffix}"] = {
             OURS: async_loop(ours.forward_async, x),
             UPSTREAM: async_loop(upstream.forward_async, x),
-            FLOOR: async_loop(floor_async(floor_fn, rref), x),
         }
+        floors: dict[str, tuple[Any, Any]]
+        if scriptable:  # TorchScript can only send the RRef
+            floors = {FLOOR: (interfaces.run_script, rref)}
+        else:  # the engine's floor finds the module by a key; the RRef's own cost beside it
+            key = rpc.rpc_sync(OWNER, interfaces.file_module, (rref,))
+            floors = {
+                FLOOR: (interfaces.run_keyed, key),
+                FLOOR_RREF: (interfaces.run_python, rref),
+            }
+        for name, (fn, reference) in floors.items():
+            rows[f"sync_{suffix}"][name] = sync_loop(floor_sync(fn, reference), x)
+            rows[f"async{ASYNC_IN_FLIGHT}_{suffix}"][name] = async_loop(
+                floor_async(fn, reference), x
+            )
     steps = {row: ASYNC_IN_FLIGHT if "async" in row else 1 for row in rows}
     iters = {row: calibrate(loops[FLOOR], sizes, step=steps[row]) for row, loops in rows.items()}
     convert = dict.fromkeys(rows, per_call_us)
@@ -211,6 +221,18 @@ def measure_large_tensors(sizes: Sizes, repeats: int) -> Results:
         convert[f"{mib}MiB"] = gbps(2 * x.numel() * x.element_size())  # there and back
     iters = {row: calibrate(loops[FLOOR], sizes, min_iters=2) for row, loops in rows.items()}
     return interleave(rows, iters, repeats, convert, sizes.blocks)
+
+
+def measure_wire(row: str, sizes: Sizes, repeats: int) -> Results:
+    """Round trips of float32 tensors through nn.Identity: ours without and with
+    ``wire_dtype=torch.bfloat16``, on whatever link joins the pair."""
+    x = torch.randn(WIRE_MIB * 2**20 // 4)
+    plain = remote_module.RemoteModule(REMOTE_DEVICE, nn.Identity)
+    wired = remote_module.RemoteModule(REMOTE_DEVICE, nn.Identity, wire_dtype=torch.bfloat16)
+    rows = {row: {"float32": sync_loop(plain.forward, x), "bfloat16": sync_loop(wired.forward, x)}}
+    iters = {row: calibrate(rows[row]["float32"], sizes, min_iters=2)}
+    convert = {row: gbps(2 * x.numel() * x.element_size())}
+    return interleave(rows, iters, repeats, convert, min(sizes.blocks, 2))
 
 
 def measure_jit_loop(sizes: Sizes, repeats: int) -> Results:
@@ -309,6 +331,20 @@ def measure_construction(sizes: Sizes, impl: str) -> dict[str, float]:
     return values
 
 
+def measure_first_call(sizes: Sizes, impl: str) -> dict[str, float]:
+    """One repeat of one implementation, in fresh processes: the first construction without
+    interface and its first forward (the floor: rpc.remote and a first rpc_sync)."""
+    x = torch.randn(1, TINY_FEATURES)
+    args = (TINY_FEATURES, TINY_FEATURES)
+    start = time.perf_counter()
+    if impl == FLOOR:
+        rref = rpc.remote(OWNER, nn.Linear, args)
+        rpc.rpc_sync(OWNER, interfaces.run_python, (rref, x))
+    else:
+        build(impl, nn.Linear, args, False).forward(x)
+    return {"nonscriptable": (time.perf_counter() - start) * 1e3}
+
+
 def measure_construction_warm(sizes: Sizes, repeats: int) -> Results:
     """Constructions and scripting once every implementation is warm, in one pair, one at a
     time in rotating order (A B C, B C A, ...); per repeat the median of
@@ -382,6 +418,8 @@ def measure_memcpy(sizes: Sizes, repeats: int) -> Results:
 PAIR_FIGURES: dict[str, Callable[[Sizes, int], Results]] = {
     "tiny_call": measure_tiny_call,
     "large_tensors": measure_large_tensors,
+    "wire": partial(measure_wire, f"{WIRE_MIB}MiB_loopback"),
+    "wire_shaped": partial(measure_wire, f"{WIRE_MIB}MiB_1gbit"),
     "construction_warm": measure_construction_warm,
     "jit_loop": measure_jit_loop,
     "type_check": measure_type_check,
@@ -389,9 +427,15 @@ PAIR_FIGURES: dict[str, Callable[[Sizes, int], Results]] = {
 }
 
 
+FRESH_FIGURES: dict[str, Callable[[Sizes, str], dict[str, float]]] = {
+    "construction": measure_construction,
+    "first_call": measure_first_call,
+}
+
+
 def measure(figure: Figure, sizes: Sizes, repeats: int, impl: str | None) -> Any:
     if figure.launch == "fresh":
         if impl is None:
             raise ValueError(f"{figure.name} needs --impl")
-        return measure_construction(sizes, impl)
+        return FRESH_FIGURES[figure.name](sizes, impl)
     return PAIR_FIGURES[figure.name](sizes, repeats)

@@ -44,8 +44,25 @@ def tiny_linear() -> nn.Module:
 
 
 def run_python(rref: RRef, x: Tensor) -> Tensor:
-    """The Python floor: run the module behind ``rref`` on its owner."""
+    """The Python floor with the RRef in the arguments: run the module behind ``rref``."""
     return rref.local_value()(x)
+
+
+# The no-RRef floor's table on the owner: key -> module (held for the benchmark's lifetime).
+_TABLE: dict[int, nn.Module] = {}
+
+
+def file_module(rref: RRef) -> int:
+    """On the owner: file the module behind ``rref`` in the table; its key."""
+    key = len(_TABLE) + 1
+    _TABLE[key] = rref.local_value()
+    return key
+
+
+def run_keyed(key: int, x: Tensor) -> Tensor:
+    """The engine's floor: a plain function that finds the module on its owner by a key, with
+    no RRef in the arguments."""
+    return _TABLE[key](x)
 
 
 @torch.jit.script

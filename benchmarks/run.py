@@ -2,10 +2,13 @@
 [--repeats N] [--size smoke|full] [--only NAME ...]``.
 
 Every figure runs in its own worker processes on 127.0.0.1 (``benchmarks.worker``): rank 0
-measures, rank 1 owns the modules. The construction figure starts a new pair for every repeat
-and implementation. Within a figure the implementations are interleaved A B A B; the table
-shows per implementation the median and min-max over the repeats, and the median of the
-per-repeat paired ratios against the row's reference (the floor, unless noted).
+measures, rank 1 owns the modules. The construction and first-call figures start a new pair
+for every repeat and implementation, the import figure a new interpreter
+(``benchmarks.importtime``), and the shaped-link figure puts rank 1 in a network namespace
+behind a veth pair shaped with ``tc`` (skipped, saying why, without root and iproute2).
+Within a figure the implementations are interleaved A B A B; the table shows per
+implementation the median and min-max over the repeats, and the median of the per-repeat
+paired ratios against the row's reference (the floor, unless noted).
 
 ``--json`` writes ``{"meta": {...}, "figures": {figure: {"description", "launch", "rows":
 {row: {"unit", "higher_is_better", "reference", "description", "impls": {impl: {"median",
@@ -30,10 +33,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.spec import DEFAULT_REPEATS, FIGURES, SIZES, Figure
+from benchmarks.spec import DEFAULT_REPEATS, FIGURES, SHAPED_RATE, SIZES, Figure
+from remote_module import _hosts
 from remote_module._process import end_processes, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("remote_module", "benchmarks")
 # Per process pair (or single process): start-up, calibration and every repeat.
 PAIR_TIMEOUT_S = {"smoke": 120.0, "full": 400.0}
 FRESH_TIMEOUT_S = {"smoke": 120.0, "full": 180.0}
@@ -43,6 +48,10 @@ Samples = dict[str, dict[str, list[float]]]
 
 class BenchmarkError(RuntimeError):
     """A worker failed or timed out; the message carries the tail of its output."""
+
+
+class Skipped(Exception):
+    """A figure this machine cannot run; the message says why."""
 
 
 # --- Processes ------------------------------------------------------------------------------
@@ -56,6 +65,11 @@ def _tail(path: Path, limit: int = 3000) -> str:
     return text[-limit:]
 
 
+def on_loopback(rank: int) -> tuple[list[str], dict[str, str]]:
+    """How to start a rank on this machine: no command prefix, no extra environment."""
+    return [], {}
+
+
 def run_workers(
     figure: Figure,
     size: str,
@@ -64,8 +78,10 @@ def run_workers(
     tag: str,
     timeout_s: float,
     impl: str | None = None,
+    hosts_of: Any = on_loopback,
 ) -> Any:
-    """Start the figure's process(es), wait (bounded), return what rank 0 wrote."""
+    """Start the figure's process(es), wait (bounded), return what rank 0 wrote.
+    ``hosts_of(rank)`` gives a rank's command prefix and environment (its host)."""
     out = workdir / f"{tag}.json"
     port = free_port()
     env = dict(
@@ -77,7 +93,9 @@ def run_workers(
     try:
         for rank in ranks:
             logs[rank] = workdir / f"{tag}.rank{rank}.log"
+            prefix, rank_env = hosts_of(rank)
             command = [
+                *prefix,
                 sys.executable,
                 "-m",
                 "benchmarks.worker",
@@ -92,7 +110,11 @@ def run_workers(
                 command.append(impl)
             with open(logs[rank], "wb") as log:
                 processes[rank] = subprocess.Popen(
-                    command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+                    command,
+                    cwd=ROOT,
+                    env={**env, **rank_env},
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
                 )
         _wait_all(processes, logs, tag, timeout_s)
     finally:
@@ -126,6 +148,10 @@ def _wait_all(
 
 def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
     """Raw samples ``{row: {impl: [value per repeat]}}`` of one figure."""
+    if figure.launch == "interpreter":
+        return _collect_imports(figure, repeats)
+    if figure.launch == "shaped":
+        return _collect_shaped(figure, size, repeats, workdir)
     if figure.launch != "fresh":
         samples: Samples = run_workers(
             figure, size, repeats, workdir, figure.name, PAIR_TIMEOUT_S[size]
@@ -146,6 +172,68 @@ def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
             )
             for row, value in values.items():
                 samples[row][impl].append(value)
+    return samples
+
+
+def compile_byte_code() -> None:
+    """Byte-compile remote_module and the benchmarks, as an install leaves a package: fresh
+    processes then load what upstream's (compiled at torch's install) loads, not source."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            str(ROOT / "remote_module"),
+            str(ROOT / "benchmarks"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+def _collect_imports(figure: Figure, repeats: int) -> Samples:
+    """A new interpreter per repeat and implementation (``benchmarks.importtime``)."""
+    (row,) = figure.rows
+    samples: Samples = {row.name: {impl: [] for impl in row.impls}}
+    for repeat in range(repeats + 1):  # the first round warms the file system's caches
+        for impl in row.impls:
+            done = subprocess.run(
+                [sys.executable, "-m", "benchmarks.importtime", impl],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=FRESH_TIMEOUT_S["full"],
+            )
+            if done.returncode != 0:
+                raise BenchmarkError(f"{figure.name}/{impl}: {done.stderr[-2000:]}")
+            if repeat:
+                samples[row.name][impl].append(float(done.stdout.strip().splitlines()[-1]))
+    return samples
+
+
+def _collect_shaped(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
+    """The pair across two network namespaces joined by a veth pair shaped to
+    ``SHAPED_RATE`` each way: rank 1 (the owner) inside the namespace."""
+    name = f"rmbench{os.getpid() % 100000}"
+    reason = _hosts.unavailable(name)
+    if reason is not None:
+        raise Skipped(reason)
+    with _hosts.two_hosts(name, rate=SHAPED_RATE) as hosts:
+
+        def hosts_of(rank: int) -> tuple[list[str], dict[str, str]]:
+            interface = hosts.owner_if if rank == 1 else hosts.host_if
+            env = {
+                "RM_BENCH_ADDR": hosts.host_addr,  # rank 0 hosts the rendezvous
+                "TP_SOCKET_IFNAME": interface,
+                "GLOO_SOCKET_IFNAME": interface,
+            }
+            return (hosts.enter if rank == 1 else []), env
+
+        samples: Samples = run_workers(
+            figure, size, repeats, workdir, figure.name, PAIR_TIMEOUT_S[size], hosts_of=hosts_of
+        )
     return samples
 
 
@@ -338,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "load_average_start": _load_average(),
         },
         "figures": {},
+        "skipped": {},
     }
     if args.plot:
         try:
@@ -347,13 +436,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     # A terminated runner still ends its workers (the ``finally`` in run_workers).
     signal.signal(signal.SIGTERM, _terminated)
+    compile_byte_code()
     started = time.monotonic()
     try:
         with tempfile.TemporaryDirectory(prefix="remote-module-bench-") as workdir:
             for figure in selected:
                 figure_start = time.monotonic()
                 print(f"[{figure.name}] running ...", file=sys.stderr, flush=True)
-                samples = collect(figure, args.size, repeats, Path(workdir))
+                try:
+                    samples = collect(figure, args.size, repeats, Path(workdir))
+                except Skipped as skipped:
+                    report["skipped"][figure.name] = str(skipped)
+                    print(f"[{figure.name}] skipped: {skipped}", file=sys.stderr, flush=True)
+                    continue
                 report["figures"][figure.name] = summarize(figure, samples)
                 print(
                     f"[{figure.name}] done in {time.monotonic() - figure_start:.1f} s",
@@ -372,6 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report["meta"]["torch"] = torch.__version__
     print(table(report))
+    for name, reason in report["skipped"].items():
+        print(f"{name}: skipped ({reason})")
     meta = report["meta"]
     print(
         f"\n{args.size} run, {repeats} repeats, {meta['seconds']} s on {meta['cpus']} CPUs; "

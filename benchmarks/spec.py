@@ -12,8 +12,13 @@ from typing import Literal
 OURS = "ours"
 UPSTREAM = "upstream"
 FLOOR = "floor"
+FLOOR_RREF = "floor_rref"  # the floor with the RRef in the arguments, for reference
 
-Launch = Literal["pair", "fresh", "single"]
+# A figure runs in one pair of processes (``pair``), a new pair per repeat and implementation
+# (``fresh``), one process without RPC (``single``), a new bare interpreter per repeat and
+# implementation (``interpreter``), or a pair across two network namespaces whose veth link is
+# shaped (``shaped``: needs root, iproute2 and tc; skipped with the reason elsewhere).
+Launch = Literal["pair", "fresh", "single", "interpreter", "shaped"]
 Size = Literal["smoke", "full"]
 
 
@@ -31,8 +36,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure runs in its own worker processes: one pair (``pair``), a new pair for every
-    repeat and implementation (``fresh``), or one process without RPC (``single``)."""
+    """A figure runs in its own worker processes (see :data:`Launch`)."""
 
     name: str
     launch: Launch
@@ -64,7 +68,10 @@ SIZES: dict[str, Sizes] = {
 DEFAULT_REPEATS = {"smoke": 2, "full": 7}
 
 _CALLS = (OURS, UPSTREAM, FLOOR)
+_KEYED = (OURS, UPSTREAM, FLOOR, FLOOR_RREF)
 _US = "us/call"
+WIRE_MIB = 16
+SHAPED_RATE = "1gbit"
 
 FIGURES: tuple[Figure, ...] = (
     Figure(
@@ -74,16 +81,17 @@ FIGURES: tuple[Figure, ...] = (
             Row(
                 "sync_nonscriptable",
                 _US,
-                _CALLS,
+                _KEYED,
                 FLOOR,
-                description="rm.forward(x) vs rpc_sync(run_python)",
+                description="rm.forward(x) vs rpc_sync(run_keyed): no RRef in the arguments "
+                "(floor_rref: rpc_sync(run_python), the RRef in them)",
             ),
             Row(
                 "async32_nonscriptable",
                 _US,
-                _CALLS,
+                _KEYED,
                 FLOOR,
-                description="32 forward_async in flight vs rpc_async(run_python)",
+                description="32 forward_async in flight vs rpc_async(run_keyed)",
             ),
             Row(
                 "sync_scriptable",
@@ -155,6 +163,67 @@ FIGURES: tuple[Figure, ...] = (
             ),
         ),
         "constructor time on the caller; a new process pair per repeat and implementation",
+    ),
+    Figure(
+        "first_call",
+        "fresh",
+        (
+            Row(
+                "nonscriptable",
+                "ms",
+                _CALLS,
+                FLOOR,
+                description="first construction without interface + first forward, in fresh "
+                "processes; floor: rpc.remote(nn.Linear) + rpc_sync(run_python)",
+            ),
+        ),
+        "a new process pair per repeat and implementation",
+    ),
+    Figure(
+        "import",
+        "interpreter",
+        (
+            Row(
+                "implementation",
+                "ms",
+                (OURS, UPSTREAM),
+                UPSTREAM,
+                description="import remote_module vs import torch.distributed.nn.api."
+                "remote_module, torch already imported, byte code compiled",
+            ),
+        ),
+        "a new interpreter per repeat and implementation",
+    ),
+    Figure(
+        "wire",
+        "pair",
+        (
+            Row(
+                f"{WIRE_MIB}MiB_loopback",
+                "GB/s",
+                ("float32", "bfloat16"),
+                "float32",
+                higher_is_better=True,
+                description="float32 round trips through nn.Identity (float32 bytes there and "
+                "back / time): wire_dtype None vs torch.bfloat16 (ours)",
+            ),
+        ),
+        "the same processes on one machine (loopback: the casts cost what they save)",
+    ),
+    Figure(
+        "wire_shaped",
+        "shaped",
+        (
+            Row(
+                f"{WIRE_MIB}MiB_1gbit",
+                "GB/s",
+                ("float32", "bfloat16"),
+                "float32",
+                higher_is_better=True,
+                description=f"the same across a veth pair shaped to {SHAPED_RATE} each way",
+            ),
+        ),
+        "the owner in its own network namespace; TensorPipe over TCP on the shaped link",
     ),
     Figure(
         "construction_warm",

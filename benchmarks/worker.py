@@ -39,8 +39,15 @@ def main(argv: list[str]) -> int:
         result = figures.measure(spec, SIZES[size], repeats, impl)
         _write(out, result)
         return 0
+    address = os.environ.get("RM_BENCH_ADDR", "127.0.0.1")  # the shaped link's, or loopback
+    # Across the shaped link everything goes over TCP: TensorPipe's same-machine shortcuts
+    # (shared memory, cross-memory attach) would bypass the link.
+    over_tcp = {"_transports": ["uv"], "_channels": ["basic"]} if address != "127.0.0.1" else {}
     options = rpc.TensorPipeRpcBackendOptions(
-        init_method=f"tcp://127.0.0.1:{port}", num_worker_threads=8, rpc_timeout=RPC_TIMEOUT_S
+        init_method=f"tcp://{address}:{port}",
+        num_worker_threads=8,
+        rpc_timeout=RPC_TIMEOUT_S,
+        **over_tcp,  # type: ignore[arg-type]
     )
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=options)
     if rank == 0:

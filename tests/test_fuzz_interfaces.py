@@ -524,6 +524,7 @@ ALLOWED_CALLS = {
     "_rm_future.then",
     "future.wait",
     "self.module_rref.owner",
+    "_rm_module_rref.owner",
     "_rm.call",
     "_rm.call_async",
     "_rm.register",
@@ -539,9 +540,11 @@ ALLOWED_CALLS = {
     "torch.empty",
     "float",
 }
-# Generated helpers: movers, decoders, wire casters and restorers, and the wire results.
+# Generated helpers: movers, decoders, wire casters and restorers, the wire results, and the
+# senders a caller method's TorchScript and Python branches call.
 GENERATED_HELPER = re.compile(
-    r"_rm_(move|decode|cast|restore)_[0-9a-f]{10}(_waited)?|_rm_\w+_wire_(reply|result)"
+    r"_rm_(move|decode|cast|restore)_[0-9a-f]{10}(_waited)?"
+    r"|_rm_\w+_(wire_reply|wire_result|python|script|script_wire)"
 )
 ALLOWED_IMPORTS = {
     "collections.abc",

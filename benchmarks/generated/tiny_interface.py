@@ -25,8 +25,9 @@ MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = TinyInterface
 
 # A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. The runtime compiles the remote functions
-# (_remote_functions) when a RemoteModule first needs them.
+# runtime renders the templates in memory instead. Registering compiles the remote functions
+# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
+# them.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, TinyInterface)
 
 
@@ -100,35 +101,52 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
 _rm_forward_hints = (("input", Tensor),)
 
 
-def forward_async(self: _rm.RemoteModule, input: Tensor) -> Future[Tensor]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, input)
-            return _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-        _rm_carried: list[Tensor] = []
-        _rm_arg_input = _rm_cast_8ccc264ac3(input, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_input,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
+def _rm_forward_async_script(
+    _rm_module_rref: RRef[TinyInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    input: Tensor,
+) -> Future[Tensor]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, input)
+    return _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+
+
+def _rm_forward_async_script_wire(
+    _rm_module_rref: RRef[TinyInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    input: Tensor,
+) -> Future[Tensor]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_input = _rm_cast_8ccc264ac3(input, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_input,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_forward_wire_result, _rm_future)
+
+
+def _rm_forward_async_python(self: _rm.RemoteModule, input: Tensor) -> Future[Tensor]:
     _rm_args = (input,)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -146,36 +164,74 @@ def forward_async(self: _rm.RemoteModule, input: Tensor) -> Future[Tensor]:
     return _rm.call_async(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
-def forward(self: _rm.RemoteModule, input: Tensor) -> Tensor:
+def forward_async(self: _rm.RemoteModule, input: Tensor) -> Future[Tensor]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, input)
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
+            return _rm_forward_async_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
                 self.timeout,
+                input,
             )
-            return _rm_future.wait()
-        _rm_carried: list[Tensor] = []
-        _rm_arg_input = _rm_cast_8ccc264ac3(input, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_forward_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_input,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
             self.timeout,
+            input,
         )
-        return _rm_forward_wire_result(_rm_wire_future)
+    return _rm_forward_async_python(self, input)
+
+
+def _rm_forward_script(
+    _rm_module_rref: RRef[TinyInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    input: Tensor,
+) -> Tensor:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, input)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_future.wait()
+
+
+def _rm_forward_script_wire(
+    _rm_module_rref: RRef[TinyInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    input: Tensor,
+) -> Tensor:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_input = _rm_cast_8ccc264ac3(input, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_input,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_forward_wire_result(_rm_future)
+
+
+def _rm_forward_python(self: _rm.RemoteModule, input: Tensor) -> Tensor:
     _rm_args = (input,)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -191,6 +247,27 @@ def forward(self: _rm.RemoteModule, input: Tensor) -> Tensor:
         )
         return _rm_forward_wire_reply(_rm_wire_reply)
     return _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
+
+
+def forward(self: _rm.RemoteModule, input: Tensor) -> Tensor:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_forward_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                input,
+            )
+        return _rm_forward_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            input,
+        )
+    return _rm_forward_python(self, input)
 
 
 _generated_methods = [

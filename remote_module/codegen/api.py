@@ -96,18 +96,29 @@ def caller_bindings(method: Method) -> tuple[Binding, ...]:
 
 def remote_bindings(interface: Interface, method: Method) -> tuple[Binding, ...]:
     """The remote function's parameters: the call prefix, then the interface's arguments
-    without defaults (callers always send every argument). A TorchScript remote function takes
+    without defaults (callers always send every argument)."""
+    return prefix_bindings(interface) + tuple(
+        Binding(arg.name, str(arg.type)) for arg in method.arguments
+    )
+
+
+def prefix_bindings(interface: Interface) -> tuple[Binding, ...]:
+    """The call prefix as remote functions declare it: a TorchScript remote function takes
     the module's interface-typed RRef; an eager one a reference (its key in the owner's table,
     or its RRef) that ``owner_module`` resolves."""
     script = interface.kind is InterfaceKind.SCRIPT
-    prefix = tuple(
+    return tuple(
         Binding(
             prefix_parameter(name, script),
             PREFIX_SCRIPT_TYPES[name].format(interface=interface.name) if script else "Any",
         )
         for name in CALL_PREFIX
     )
-    return prefix + tuple(Binding(arg.name, str(arg.type)) for arg in method.arguments)
+
+
+def argument_decls(method: Method) -> tuple[str, ...]:
+    """The interface's arguments declared without their defaults: ``x: Tensor``."""
+    return tuple(f"{arg.name}: {arg.type}" for arg in method.arguments)
 
 
 def prefix_parameter(attribute: str, script: bool = True) -> str:
@@ -170,6 +181,17 @@ def uses_wire(method: Method) -> bool:
 def wire_name(method: Method) -> str:
     """The remote function of ``method`` for RemoteModules with a ``wire_dtype``."""
     return f"{remote_name(method)}_wire"
+
+
+def script_sender_name(method: Method, future: bool, wire: bool) -> str:
+    """The function a TorchScript-family caller method's TorchScript branch calls."""
+    twin = "_async" if future else ""
+    return f"{INTERNAL_PREFIX}{method.name}{twin}_script{'_wire' if wire else ''}"
+
+
+def python_sender_name(method: Method, future: bool) -> str:
+    """The function a TorchScript-family caller method's Python branch calls."""
+    return f"{INTERNAL_PREFIX}{method.name}{'_async' if future else ''}_python"
 
 
 def wire_reply_name(method: Method) -> str:

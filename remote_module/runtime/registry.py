@@ -9,6 +9,7 @@ the owner compile the same TorchScript functions under the same qualified names.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import linecache
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from remote_module._version import __version__
+from remote_module.runtime import cache
 from remote_module.runtime.torchscript import script
 
 if TYPE_CHECKING:
@@ -136,6 +138,8 @@ def register(module_name: str) -> None:
         _registered[key] = module
         _stale.pop(key, None)
         _generation[0] += 1
+    # Build-time stubs compile as they are imported, before any RemoteModule needs them.
+    compile_remote_functions(module)
 
 
 def scriptable_module(interface_cls: type, move_tensors: bool) -> types.ModuleType:
@@ -203,10 +207,10 @@ def ensure_module(
         if module is None:
             if interface_cls is None:
                 return non_scriptable_module()
-            from remote_module.codegen.render import render_interface
-
             interface = interface_model(interface_cls)
-            module = _load_in_memory(module_name, lambda: render_interface(interface, move_tensors))
+            module = _load_in_memory(
+                module_name, functools.partial(_render, interface, move_tensors)
+            )
         compile_remote_functions(module, wire)
         return module
 
@@ -224,21 +228,33 @@ def _load_in_memory(name: str, render: Callable[[], str]) -> types.ModuleType:
     existing = sys.modules.get(name)
     if existing is not None:
         return existing
-    source = render()
+    filename = f"<remote_module generated {name}>"
+    cached = cache.load(name)
+    if cached is not None:
+        source, code = cached
+    else:
+        source = render()
+        # dont_inherit: this file's __future__ flags must not leak into generated code.
+        code = compile(source, filename, "exec", dont_inherit=True)
+        cache.store(name, source, code)
     # TorchScript reads function source through inspect/linecache; an entry with no mtime
     # is never evicted by linecache.checkcache().
-    filename = f"<remote_module generated {name}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     module = types.ModuleType(name)
     module.__file__ = filename
     sys.modules[name] = module
     try:
-        # dont_inherit: this file's __future__ flags must not leak into generated code.
-        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
+        exec(code, module.__dict__)
     except BaseException:
         del sys.modules[name]
         raise
     return module
+
+
+def _render(interface: Interface, move_tensors: bool) -> str:
+    from remote_module.codegen.render import render_interface  # Jinja, only to render
+
+    return render_interface(interface, move_tensors)
 
 
 def _is_registered(module: types.ModuleType) -> bool:

@@ -29,8 +29,9 @@ MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = ContainersInterface
 
 # A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. The runtime compiles the remote functions
-# (_remote_functions) when a RemoteModule first needs them.
+# runtime renders the templates in memory instead. Registering compiles the remote functions
+# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
+# them.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, ContainersInterface)
 
 
@@ -301,63 +302,90 @@ _rm_forward_hints = (
 )
 
 
-def forward_async(
+def _rm_forward_async_script(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> Future[Stats]:
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        many,
+        table,
+        pair,
+        maybe,
+        count,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_decode_b4a7365740_waited, _rm_future)
+
+
+def _rm_forward_async_script_wire(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> Future[Stats]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_arg_many = _rm_cast_68622c665b(many, _rm_wire_dtype, _rm_carried)
+    _rm_arg_table = _rm_cast_596943357c(table, _rm_wire_dtype, _rm_carried)
+    _rm_arg_pair = _rm_cast_01528b6679(pair, _rm_wire_dtype, _rm_carried)
+    _rm_arg_maybe = _rm_cast_cfba729138(maybe, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        _rm_arg_many,
+        _rm_arg_table,
+        _rm_arg_pair,
+        _rm_arg_maybe,
+        count,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_forward_wire_result, _rm_future)
+
+
+def _rm_forward_async_python(
     self: _rm.RemoteModule,
     x: Tensor,
     many: list[Tensor],
     table: dict[str, Tensor],
     pair: tuple[Tensor, int],
-    maybe: Tensor | None = None,
-    count: int | None = None,
+    maybe: Tensor | None,
+    count: int | None,
 ) -> Future[Stats]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                x,
-                many,
-                table,
-                pair,
-                maybe,
-                count,
-            )
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm.fork(_rm_decode_b4a7365740_waited, _rm_future)
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_arg_many = _rm_cast_68622c665b(many, self.wire_dtype, _rm_carried)
-        _rm_arg_table = _rm_cast_596943357c(table, self.wire_dtype, _rm_carried)
-        _rm_arg_pair = _rm_cast_01528b6679(pair, self.wire_dtype, _rm_carried)
-        _rm_arg_maybe = _rm_cast_cfba729138(maybe, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-            _rm_arg_many,
-            _rm_arg_table,
-            _rm_arg_pair,
-            _rm_arg_maybe,
-            count,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
     _rm_args = (x, many, table, pair, maybe, count)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -395,7 +423,7 @@ def forward_async(
     return _rm_future.then(_rm_decode_b4a7365740_waited)
 
 
-def forward(
+def forward_async(
     self: _rm.RemoteModule,
     x: Tensor,
     many: list[Tensor],
@@ -403,13 +431,14 @@ def forward(
     pair: tuple[Tensor, int],
     maybe: Tensor | None = None,
     count: int | None = None,
-) -> Stats:
+) -> Future[Stats]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (
+            return _rm_forward_async_script(
                 self.module_rref,
                 self.device,
                 self.is_device_map_set,
+                self.timeout,
                 x,
                 many,
                 table,
@@ -417,41 +446,106 @@ def forward(
                 maybe,
                 count,
             )
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm_decode_b4a7365740(_rm_future.wait())
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_arg_many = _rm_cast_68622c665b(many, self.wire_dtype, _rm_carried)
-        _rm_arg_table = _rm_cast_596943357c(table, self.wire_dtype, _rm_carried)
-        _rm_arg_pair = _rm_cast_01528b6679(pair, self.wire_dtype, _rm_carried)
-        _rm_arg_maybe = _rm_cast_cfba729138(maybe, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_forward_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-            _rm_arg_many,
-            _rm_arg_table,
-            _rm_arg_pair,
-            _rm_arg_maybe,
+            self.timeout,
+            x,
+            many,
+            table,
+            pair,
+            maybe,
             count,
         )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm_forward_wire_result(_rm_wire_future)
+    return _rm_forward_async_python(self, x, many, table, pair, maybe, count)
+
+
+def _rm_forward_script(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> Stats:
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        many,
+        table,
+        pair,
+        maybe,
+        count,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_decode_b4a7365740(_rm_future.wait())
+
+
+def _rm_forward_script_wire(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> Stats:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_arg_many = _rm_cast_68622c665b(many, _rm_wire_dtype, _rm_carried)
+    _rm_arg_table = _rm_cast_596943357c(table, _rm_wire_dtype, _rm_carried)
+    _rm_arg_pair = _rm_cast_01528b6679(pair, _rm_wire_dtype, _rm_carried)
+    _rm_arg_maybe = _rm_cast_cfba729138(maybe, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        _rm_arg_many,
+        _rm_arg_table,
+        _rm_arg_pair,
+        _rm_arg_maybe,
+        count,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_forward_wire_result(_rm_future)
+
+
+def _rm_forward_python(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> Stats:
     _rm_args = (x, many, table, pair, maybe, count)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -483,6 +577,45 @@ def forward(
     return _rm_decode_b4a7365740(_rm_result)
 
 
+def forward(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None = None,
+    count: int | None = None,
+) -> Stats:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_forward_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                x,
+                many,
+                table,
+                pair,
+                maybe,
+                count,
+            )
+        return _rm_forward_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            x,
+            many,
+            table,
+            pair,
+            maybe,
+            count,
+        )
+    return _rm_forward_python(self, x, many, table, pair, maybe, count)
+
+
 def _remote_boxed(
     _rm_module_rref: RRef[ContainersInterface],
     _rm_device: str,
@@ -497,33 +630,77 @@ def _remote_boxed(
 _rm_boxed_hints = (("box", Box), ("tag", str, "b"))
 
 
-def boxed_async(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Future[Box]:
-    if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, box, tag)
-        return _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_boxed,
-            _rm_sent,
-            {},
-            self.timeout,
-        )
+def _rm_boxed_async_script(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    box: Box,
+    tag: str,
+) -> Future[Box]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, box, tag)
+    return _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_boxed,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+
+
+def _rm_boxed_async_python(self: _rm.RemoteModule, box: Box, tag: str) -> Future[Box]:
     _rm_args = (box, tag)
     return _rm.call_async(self, "boxed", _remote_boxed, _rm_args, _rm_boxed_hints)
 
 
-def boxed(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Box:
+def boxed_async(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Future[Box]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, box, tag)
-        _rm_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_boxed,
-            _rm_sent,
-            {},
+        return _rm_boxed_async_script(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
             self.timeout,
+            box,
+            tag,
         )
-        return _rm_future.wait()
+    return _rm_boxed_async_python(self, box, tag)
+
+
+def _rm_boxed_script(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    box: Box,
+    tag: str,
+) -> Box:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, box, tag)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_boxed,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_future.wait()
+
+
+def _rm_boxed_python(self: _rm.RemoteModule, box: Box, tag: str) -> Box:
     _rm_args = (box, tag)
     return _rm.call(self, "boxed", _remote_boxed, _rm_args, _rm_boxed_hints)
+
+
+def boxed(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Box:
+    if _rm.is_scripting():
+        return _rm_boxed_script(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.timeout,
+            box,
+            tag,
+        )
+    return _rm_boxed_python(self, box, tag)
 
 
 def _remote_nested(
@@ -582,47 +759,60 @@ def _rm_nested_wire_result(
 _rm_nested_hints = (("batches", list[dict[str, Tensor]]), ("keys", list[str]))
 
 
-def nested_async(
+def _rm_nested_async_script(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> Future[tuple[list[Tensor], Stats]]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, batches, keys)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_nested,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_decode_2c395a2aa3_waited, _rm_future)
+
+
+def _rm_nested_async_script_wire(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> Future[tuple[list[Tensor], Stats]]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_batches = _rm_cast_f883a4c6d3(batches, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_batches,
+        keys,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_nested_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_nested_wire_result, _rm_future)
+
+
+def _rm_nested_async_python(
     self: _rm.RemoteModule,
     batches: list[dict[str, Tensor]],
     keys: list[str],
 ) -> Future[tuple[list[Tensor], Stats]]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                batches,
-                keys,
-            )
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_nested,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm.fork(_rm_decode_2c395a2aa3_waited, _rm_future)
-        _rm_carried: list[Tensor] = []
-        _rm_arg_batches = _rm_cast_f883a4c6d3(batches, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_batches,
-            keys,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_nested_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_nested_wire_result, _rm_wire_future)
     _rm_args = (batches, keys)
     if self.wire_dtype is not None:
         _rm.check_arguments("nested", _rm_args, _rm_nested_hints)
@@ -647,47 +837,87 @@ def nested_async(
     return _rm_future.then(_rm_decode_2c395a2aa3_waited)
 
 
-def nested(
+def nested_async(
     self: _rm.RemoteModule,
     batches: list[dict[str, Tensor]],
     keys: list[str],
-) -> tuple[list[Tensor], Stats]:
+) -> Future[tuple[list[Tensor], Stats]]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (
+            return _rm_nested_async_script(
                 self.module_rref,
                 self.device,
                 self.is_device_map_set,
+                self.timeout,
                 batches,
                 keys,
             )
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_nested,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm_decode_2c395a2aa3(_rm_future.wait())
-        _rm_carried: list[Tensor] = []
-        _rm_arg_batches = _rm_cast_f883a4c6d3(batches, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_nested_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_batches,
+            self.timeout,
+            batches,
             keys,
         )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_nested_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm_nested_wire_result(_rm_wire_future)
+    return _rm_nested_async_python(self, batches, keys)
+
+
+def _rm_nested_script(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[list[Tensor], Stats]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, batches, keys)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_nested,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_decode_2c395a2aa3(_rm_future.wait())
+
+
+def _rm_nested_script_wire(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[list[Tensor], Stats]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_batches = _rm_cast_f883a4c6d3(batches, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_batches,
+        keys,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_nested_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_nested_wire_result(_rm_future)
+
+
+def _rm_nested_python(
+    self: _rm.RemoteModule,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[list[Tensor], Stats]:
     _rm_args = (batches, keys)
     if self.wire_dtype is not None:
         _rm.check_arguments("nested", _rm_args, _rm_nested_hints)
@@ -704,6 +934,33 @@ def nested(
         return _rm_nested_wire_reply(_rm_wire_reply)
     _rm_result = _rm.call(self, "nested", _remote_nested, _rm_args, _rm_nested_hints)
     return _rm_decode_2c395a2aa3(_rm_result)
+
+
+def nested(
+    self: _rm.RemoteModule,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[list[Tensor], Stats]:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_nested_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                batches,
+                keys,
+            )
+        return _rm_nested_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            batches,
+            keys,
+        )
+    return _rm_nested_python(self, batches, keys)
 
 
 _generated_methods = [

@@ -25,8 +25,9 @@ MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = MultiMethodInterface
 
 # A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. The runtime compiles the remote functions
-# (_remote_functions) when a RemoteModule first needs them.
+# runtime renders the templates in memory instead. Registering compiles the remote functions
+# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
+# them.
 _rm.check_fresh(
     __name__,
     GENERATOR_VERSION,
@@ -111,49 +112,63 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
 _rm_forward_hints = (("x", Tensor), ("scale", float, 1.0), ("label", str, "w"))
 
 
-def forward_async(
+def _rm_forward_async_script(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> Future[Tensor]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, scale, label)
+    return _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+
+
+def _rm_forward_async_script_wire(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> Future[Tensor]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        scale,
+        label,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_forward_wire_result, _rm_future)
+
+
+def _rm_forward_async_python(
     self: _rm.RemoteModule,
     x: Tensor,
-    scale: float = 1.0,
-    label: str = "w",
+    scale: float,
+    label: str,
 ) -> Future[Tensor]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                x,
-                scale,
-                label,
-            )
-            return _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-            scale,
-            label,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
     _rm_args = (x, scale, label)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -171,50 +186,94 @@ def forward_async(
     return _rm.call_async(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
-def forward(
+def forward_async(
     self: _rm.RemoteModule,
     x: Tensor,
     scale: float = 1.0,
     label: str = "w",
-) -> Tensor:
+) -> Future[Tensor]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (
+            return _rm_forward_async_script(
                 self.module_rref,
                 self.device,
                 self.is_device_map_set,
+                self.timeout,
                 x,
                 scale,
                 label,
             )
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm_future.wait()
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_forward_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
+            self.timeout,
+            x,
             scale,
             label,
         )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm_forward_wire_result(_rm_wire_future)
+    return _rm_forward_async_python(self, x, scale, label)
+
+
+def _rm_forward_script(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> Tensor:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, scale, label)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_future.wait()
+
+
+def _rm_forward_script_wire(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> Tensor:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        scale,
+        label,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_forward_wire_result(_rm_future)
+
+
+def _rm_forward_python(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> Tensor:
     _rm_args = (x, scale, label)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -232,6 +291,36 @@ def forward(
     return _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
+def forward(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    scale: float = 1.0,
+    label: str = "w",
+) -> Tensor:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_forward_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                x,
+                scale,
+                label,
+            )
+        return _rm_forward_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            x,
+            scale,
+            label,
+        )
+    return _rm_forward_python(self, x, scale, label)
+
+
 def _remote_step_count(
     _rm_module_rref: RRef[MultiMethodInterface],
     _rm_device: str,
@@ -244,16 +333,23 @@ def _remote_step_count(
 _rm_step_count_hints = ()
 
 
-def step_count_async(self: _rm.RemoteModule) -> Future[int]:
-    if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
-        return _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_step_count,
-            _rm_sent,
-            {},
-            self.timeout,
-        )
+def _rm_step_count_async_script(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+) -> Future[int]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
+    return _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_step_count,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+
+
+def _rm_step_count_async_python(self: _rm.RemoteModule) -> Future[int]:
     _rm_args = ()
     return _rm.call_async(
         self,
@@ -264,17 +360,35 @@ def step_count_async(self: _rm.RemoteModule) -> Future[int]:
     )
 
 
-def step_count(self: _rm.RemoteModule) -> int:
+def step_count_async(self: _rm.RemoteModule) -> Future[int]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
-        _rm_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_step_count,
-            _rm_sent,
-            {},
+        return _rm_step_count_async_script(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
             self.timeout,
         )
-        return _rm_future.wait()
+    return _rm_step_count_async_python(self)
+
+
+def _rm_step_count_script(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+) -> int:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_step_count,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_future.wait()
+
+
+def _rm_step_count_python(self: _rm.RemoteModule) -> int:
     _rm_args = ()
     return _rm.call(
         self,
@@ -283,6 +397,17 @@ def step_count(self: _rm.RemoteModule) -> int:
         _rm_args,
         _rm_step_count_hints,
     )
+
+
+def step_count(self: _rm.RemoteModule) -> int:
+    if _rm.is_scripting():
+        return _rm_step_count_script(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.timeout,
+        )
+    return _rm_step_count_python(self)
 
 
 def _remote_describe(
@@ -304,28 +429,38 @@ _rm_describe_hints = (
 )
 
 
-def describe_async(
-    self: _rm.RemoteModule,
-    prefix: str = 'say "hi"\n',
-    times: int = -2,
-    flags: tuple[bool, int] = (True, 0),
+def _rm_describe_async_script(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    prefix: str,
+    times: int,
+    flags: tuple[bool, int],
 ) -> Future[str]:
-    if _rm.is_scripting():
-        _rm_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            prefix,
-            times,
-            flags,
-        )
-        return _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_describe,
-            _rm_sent,
-            {},
-            self.timeout,
-        )
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        prefix,
+        times,
+        flags,
+    )
+    return _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_describe,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+
+
+def _rm_describe_async_python(
+    self: _rm.RemoteModule,
+    prefix: str,
+    times: int,
+    flags: tuple[bool, int],
+) -> Future[str]:
     _rm_args = (prefix, times, flags)
     return _rm.call_async(
         self,
@@ -336,6 +471,62 @@ def describe_async(
     )
 
 
+def describe_async(
+    self: _rm.RemoteModule,
+    prefix: str = 'say "hi"\n',
+    times: int = -2,
+    flags: tuple[bool, int] = (True, 0),
+) -> Future[str]:
+    if _rm.is_scripting():
+        return _rm_describe_async_script(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.timeout,
+            prefix,
+            times,
+            flags,
+        )
+    return _rm_describe_async_python(self, prefix, times, flags)
+
+
+def _rm_describe_script(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    prefix: str,
+    times: int,
+    flags: tuple[bool, int],
+) -> str:
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        prefix,
+        times,
+        flags,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_describe,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_future.wait()
+
+
+def _rm_describe_python(
+    self: _rm.RemoteModule,
+    prefix: str,
+    times: int,
+    flags: tuple[bool, int],
+) -> str:
+    _rm_args = (prefix, times, flags)
+    return _rm.call(self, "describe", _remote_describe, _rm_args, _rm_describe_hints)
+
+
 def describe(
     self: _rm.RemoteModule,
     prefix: str = 'say "hi"\n',
@@ -343,24 +534,16 @@ def describe(
     flags: tuple[bool, int] = (True, 0),
 ) -> str:
     if _rm.is_scripting():
-        _rm_sent = (
+        return _rm_describe_script(
             self.module_rref,
             self.device,
             self.is_device_map_set,
+            self.timeout,
             prefix,
             times,
             flags,
         )
-        _rm_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_describe,
-            _rm_sent,
-            {},
-            self.timeout,
-        )
-        return _rm_future.wait()
-    _rm_args = (prefix, times, flags)
-    return _rm.call(self, "describe", _remote_describe, _rm_args, _rm_describe_hints)
+    return _rm_describe_python(self, prefix, times, flags)
 
 
 _generated_methods = [

@@ -25,8 +25,9 @@ MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = EmbeddingBagInterface
 
 # A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. The runtime compiles the remote functions
-# (_remote_functions) when a RemoteModule first needs them.
+# runtime renders the templates in memory instead. Registering compiles the remote functions
+# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
+# them.
 _rm.check_fresh(
     __name__,
     GENERATOR_VERSION,
@@ -110,47 +111,60 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
 _rm_forward_hints = (("indices", Tensor), ("offsets", Tensor))
 
 
-def forward_async(
+def _rm_forward_async_script(
+    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    indices: Tensor,
+    offsets: Tensor,
+) -> Future[Tensor]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, indices, offsets)
+    return _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+
+
+def _rm_forward_async_script_wire(
+    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    indices: Tensor,
+    offsets: Tensor,
+) -> Future[Tensor]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_indices = _rm_cast_8ccc264ac3(indices, _rm_wire_dtype, _rm_carried)
+    _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_indices,
+        _rm_arg_offsets,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_forward_wire_result, _rm_future)
+
+
+def _rm_forward_async_python(
     self: _rm.RemoteModule,
     indices: Tensor,
     offsets: Tensor,
 ) -> Future[Tensor]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                indices,
-                offsets,
-            )
-            return _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-        _rm_carried: list[Tensor] = []
-        _rm_arg_indices = _rm_cast_8ccc264ac3(indices, self.wire_dtype, _rm_carried)
-        _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_indices,
-            _rm_arg_offsets,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
     _rm_args = (indices, offsets)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -169,44 +183,88 @@ def forward_async(
     return _rm.call_async(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
-def forward(self: _rm.RemoteModule, indices: Tensor, offsets: Tensor) -> Tensor:
+def forward_async(
+    self: _rm.RemoteModule,
+    indices: Tensor,
+    offsets: Tensor,
+) -> Future[Tensor]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (
+            return _rm_forward_async_script(
                 self.module_rref,
                 self.device,
                 self.is_device_map_set,
+                self.timeout,
                 indices,
                 offsets,
             )
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm_future.wait()
-        _rm_carried: list[Tensor] = []
-        _rm_arg_indices = _rm_cast_8ccc264ac3(indices, self.wire_dtype, _rm_carried)
-        _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_forward_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_indices,
-            _rm_arg_offsets,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
             self.timeout,
+            indices,
+            offsets,
         )
-        return _rm_forward_wire_result(_rm_wire_future)
+    return _rm_forward_async_python(self, indices, offsets)
+
+
+def _rm_forward_script(
+    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    indices: Tensor,
+    offsets: Tensor,
+) -> Tensor:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, indices, offsets)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_future.wait()
+
+
+def _rm_forward_script_wire(
+    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    indices: Tensor,
+    offsets: Tensor,
+) -> Tensor:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_indices = _rm_cast_8ccc264ac3(indices, _rm_wire_dtype, _rm_carried)
+    _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_indices,
+        _rm_arg_offsets,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_forward_wire_result(_rm_future)
+
+
+def _rm_forward_python(
+    self: _rm.RemoteModule,
+    indices: Tensor,
+    offsets: Tensor,
+) -> Tensor:
     _rm_args = (indices, offsets)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -225,6 +283,29 @@ def forward(self: _rm.RemoteModule, indices: Tensor, offsets: Tensor) -> Tensor:
     return _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
 
 
+def forward(self: _rm.RemoteModule, indices: Tensor, offsets: Tensor) -> Tensor:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_forward_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                indices,
+                offsets,
+            )
+        return _rm_forward_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            indices,
+            offsets,
+        )
+    return _rm_forward_python(self, indices, offsets)
+
+
 def _remote_weight_norm(
     _rm_module_rref: RRef[EmbeddingBagInterface],
     _rm_device: str,
@@ -237,16 +318,23 @@ def _remote_weight_norm(
 _rm_weight_norm_hints = ()
 
 
-def weight_norm_async(self: _rm.RemoteModule) -> Future[float]:
-    if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
-        return _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_weight_norm,
-            _rm_sent,
-            {},
-            self.timeout,
-        )
+def _rm_weight_norm_async_script(
+    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+) -> Future[float]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
+    return _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_weight_norm,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+
+
+def _rm_weight_norm_async_python(self: _rm.RemoteModule) -> Future[float]:
     _rm_args = ()
     return _rm.call_async(
         self,
@@ -257,17 +345,35 @@ def weight_norm_async(self: _rm.RemoteModule) -> Future[float]:
     )
 
 
-def weight_norm(self: _rm.RemoteModule) -> float:
+def weight_norm_async(self: _rm.RemoteModule) -> Future[float]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
-        _rm_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_weight_norm,
-            _rm_sent,
-            {},
+        return _rm_weight_norm_async_script(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
             self.timeout,
         )
-        return _rm_future.wait()
+    return _rm_weight_norm_async_python(self)
+
+
+def _rm_weight_norm_script(
+    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+) -> float:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_weight_norm,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_future.wait()
+
+
+def _rm_weight_norm_python(self: _rm.RemoteModule) -> float:
     _rm_args = ()
     return _rm.call(
         self,
@@ -276,6 +382,17 @@ def weight_norm(self: _rm.RemoteModule) -> float:
         _rm_args,
         _rm_weight_norm_hints,
     )
+
+
+def weight_norm(self: _rm.RemoteModule) -> float:
+    if _rm.is_scripting():
+        return _rm_weight_norm_script(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.timeout,
+        )
+    return _rm_weight_norm_python(self)
 
 
 _generated_methods = [

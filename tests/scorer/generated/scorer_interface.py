@@ -26,8 +26,9 @@ MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = ScorerInterface
 
 # A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. The runtime compiles the remote functions
-# (_remote_functions) when a RemoteModule first needs them.
+# runtime renders the templates in memory instead. Registering compiles the remote functions
+# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
+# them.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, ScorerInterface)
 
 
@@ -257,41 +258,60 @@ def _rm_forward_wire_result(future: Future[tuple[Scored, list[Tensor]]]) -> Scor
 _rm_forward_hints = (("x", Tensor), ("scale", float, 1.0))
 
 
-def forward_async(
+def _rm_forward_async_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    scale: float,
+) -> Future[Scored]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, scale)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_decode_079794b43e_waited, _rm_future)
+
+
+def _rm_forward_async_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    scale: float,
+) -> Future[Scored]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        scale,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_forward_wire_result, _rm_future)
+
+
+def _rm_forward_async_python(
     self: _rm.RemoteModule,
     x: Tensor,
-    scale: float = 1.0,
+    scale: float,
 ) -> Future[Scored]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, scale)
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm.fork(_rm_decode_079794b43e_waited, _rm_future)
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-            scale,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_forward_wire_result, _rm_wire_future)
     _rm_args = (x, scale)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -316,37 +336,83 @@ def forward_async(
     return _rm_future.then(_rm_decode_079794b43e_waited)
 
 
-def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
+def forward_async(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    scale: float = 1.0,
+) -> Future[Scored]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, scale)
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_forward,
-                _rm_sent,
-                {},
+            return _rm_forward_async_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
                 self.timeout,
+                x,
+                scale,
             )
-            return _rm_decode_079794b43e(_rm_future.wait())
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_forward_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
+            self.timeout,
+            x,
             scale,
         )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_forward_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm_forward_wire_result(_rm_wire_future)
+    return _rm_forward_async_python(self, x, scale)
+
+
+def _rm_forward_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    scale: float,
+) -> Scored:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, scale)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_decode_079794b43e(_rm_future.wait())
+
+
+def _rm_forward_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    scale: float,
+) -> Scored:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        scale,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_forward_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_forward_wire_result(_rm_future)
+
+
+def _rm_forward_python(self: _rm.RemoteModule, x: Tensor, scale: float) -> Scored:
     _rm_args = (x, scale)
     if self.wire_dtype is not None:
         _rm.check_arguments("forward", _rm_args, _rm_forward_hints)
@@ -365,6 +431,29 @@ def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
     return _rm_decode_079794b43e(_rm_result)
 
 
+def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_forward_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                x,
+                scale,
+            )
+        return _rm_forward_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            x,
+            scale,
+        )
+    return _rm_forward_python(self, x, scale)
+
+
 def _remote_stats(
     _rm_module_rref: RRef[ScorerInterface],
     _rm_device: str,
@@ -377,33 +466,69 @@ def _remote_stats(
 _rm_stats_hints = ()
 
 
-def stats_async(self: _rm.RemoteModule) -> Future[dict[str, float]]:
-    if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
-        return _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_stats,
-            _rm_sent,
-            {},
-            self.timeout,
-        )
+def _rm_stats_async_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+) -> Future[dict[str, float]]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
+    return _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_stats,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+
+
+def _rm_stats_async_python(self: _rm.RemoteModule) -> Future[dict[str, float]]:
     _rm_args = ()
     return _rm.call_async(self, "stats", _remote_stats, _rm_args, _rm_stats_hints)
 
 
-def stats(self: _rm.RemoteModule) -> dict[str, float]:
+def stats_async(self: _rm.RemoteModule) -> Future[dict[str, float]]:
     if _rm.is_scripting():
-        _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
-        _rm_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_stats,
-            _rm_sent,
-            {},
+        return _rm_stats_async_script(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
             self.timeout,
         )
-        return _rm_future.wait()
+    return _rm_stats_async_python(self)
+
+
+def _rm_stats_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+) -> dict[str, float]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_stats,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_future.wait()
+
+
+def _rm_stats_python(self: _rm.RemoteModule) -> dict[str, float]:
     _rm_args = ()
     return _rm.call(self, "stats", _remote_stats, _rm_args, _rm_stats_hints)
+
+
+def stats(self: _rm.RemoteModule) -> dict[str, float]:
+    if _rm.is_scripting():
+        return _rm_stats_script(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.timeout,
+        )
+    return _rm_stats_python(self)
 
 
 def _remote_top(
@@ -454,37 +579,60 @@ def _rm_top_wire_result(
 _rm_top_hints = (("x", Tensor), ("k", int, 2))
 
 
-def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, k)
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_top,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm.fork(_rm_decode_199862e712_waited, _rm_future)
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-            k,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_top_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_top_wire_result, _rm_wire_future)
+def _rm_top_async_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    k: int,
+) -> Future[list[Scored]]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, k)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_top,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_decode_199862e712_waited, _rm_future)
+
+
+def _rm_top_async_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    k: int,
+) -> Future[list[Scored]]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        k,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_top_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_top_wire_result, _rm_future)
+
+
+def _rm_top_async_python(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    k: int,
+) -> Future[list[Scored]]:
     _rm_args = (x, k)
     if self.wire_dtype is not None:
         _rm.check_arguments("top", _rm_args, _rm_top_hints)
@@ -503,37 +651,79 @@ def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scor
     return _rm_future.then(_rm_decode_199862e712_waited)
 
 
-def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
+def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, k)
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_top,
-                _rm_sent,
-                {},
+            return _rm_top_async_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
                 self.timeout,
+                x,
+                k,
             )
-            return _rm_decode_199862e712(_rm_future.wait())
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_top_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
+            self.timeout,
+            x,
             k,
         )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_top_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm_top_wire_result(_rm_wire_future)
+    return _rm_top_async_python(self, x, k)
+
+
+def _rm_top_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    k: int,
+) -> list[Scored]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, k)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_top,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_decode_199862e712(_rm_future.wait())
+
+
+def _rm_top_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    k: int,
+) -> list[Scored]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        k,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_top_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_top_wire_result(_rm_future)
+
+
+def _rm_top_python(self: _rm.RemoteModule, x: Tensor, k: int) -> list[Scored]:
     _rm_args = (x, k)
     if self.wire_dtype is not None:
         _rm.check_arguments("top", _rm_args, _rm_top_hints)
@@ -544,6 +734,29 @@ def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
         return _rm_top_wire_reply(_rm_wire_reply)
     _rm_result = _rm.call(self, "top", _remote_top, _rm_args, _rm_top_hints)
     return _rm_decode_199862e712(_rm_result)
+
+
+def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_top_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                x,
+                k,
+            )
+        return _rm_top_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            x,
+            k,
+        )
+    return _rm_top_python(self, x, k)
 
 
 def _remote_best(
@@ -600,47 +813,60 @@ def _rm_best_wire_result(
 _rm_best_hints = (("x", Tensor), ("threshold", float | None, None))
 
 
-def best_async(
+def _rm_best_async_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    threshold: float | None,
+) -> Future[Scored | None]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, threshold)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_best,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_decode_cb342eb8ed_waited, _rm_future)
+
+
+def _rm_best_async_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    threshold: float | None,
+) -> Future[Scored | None]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        threshold,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_best_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_best_wire_result, _rm_future)
+
+
+def _rm_best_async_python(
     self: _rm.RemoteModule,
     x: Tensor,
-    threshold: float | None = None,
+    threshold: float | None,
 ) -> Future[Scored | None]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                x,
-                threshold,
-            )
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_best,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm.fork(_rm_decode_cb342eb8ed_waited, _rm_future)
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-            threshold,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_best_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_best_wire_result, _rm_wire_future)
     _rm_args = (x, threshold)
     if self.wire_dtype is not None:
         _rm.check_arguments("best", _rm_args, _rm_best_hints)
@@ -659,47 +885,87 @@ def best_async(
     return _rm_future.then(_rm_decode_cb342eb8ed_waited)
 
 
-def best(
+def best_async(
     self: _rm.RemoteModule,
     x: Tensor,
     threshold: float | None = None,
-) -> Scored | None:
+) -> Future[Scored | None]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (
+            return _rm_best_async_script(
                 self.module_rref,
                 self.device,
                 self.is_device_map_set,
+                self.timeout,
                 x,
                 threshold,
             )
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_best,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm_decode_cb342eb8ed(_rm_future.wait())
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_best_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
+            self.timeout,
+            x,
             threshold,
         )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_best_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm_best_wire_result(_rm_wire_future)
+    return _rm_best_async_python(self, x, threshold)
+
+
+def _rm_best_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+    threshold: float | None,
+) -> Scored | None:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, threshold)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_best,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_decode_cb342eb8ed(_rm_future.wait())
+
+
+def _rm_best_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+    threshold: float | None,
+) -> Scored | None:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+        threshold,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_best_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_best_wire_result(_rm_future)
+
+
+def _rm_best_python(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    threshold: float | None,
+) -> Scored | None:
     _rm_args = (x, threshold)
     if self.wire_dtype is not None:
         _rm.check_arguments("best", _rm_args, _rm_best_hints)
@@ -710,6 +976,33 @@ def best(
         return _rm_best_wire_reply(_rm_wire_reply)
     _rm_result = _rm.call(self, "best", _remote_best, _rm_args, _rm_best_hints)
     return _rm_decode_cb342eb8ed(_rm_result)
+
+
+def best(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    threshold: float | None = None,
+) -> Scored | None:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_best_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                x,
+                threshold,
+            )
+        return _rm_best_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            x,
+            threshold,
+        )
+    return _rm_best_python(self, x, threshold)
 
 
 def _remote_table(
@@ -760,36 +1053,56 @@ def _rm_table_wire_result(
 _rm_table_hints = (("x", Tensor),)
 
 
-def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_table,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm.fork(_rm_decode_c0c56958f6_waited, _rm_future)
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_table_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_table_wire_result, _rm_wire_future)
+def _rm_table_async_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+) -> Future[dict[str, Scored]]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_table,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_decode_c0c56958f6_waited, _rm_future)
+
+
+def _rm_table_async_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+) -> Future[dict[str, Scored]]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_table_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_table_wire_result, _rm_future)
+
+
+def _rm_table_async_python(
+    self: _rm.RemoteModule,
+    x: Tensor,
+) -> Future[dict[str, Scored]]:
     _rm_args = (x,)
     if self.wire_dtype is not None:
         _rm.check_arguments("table", _rm_args, _rm_table_hints)
@@ -808,36 +1121,74 @@ def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
     return _rm_future.then(_rm_decode_c0c56958f6_waited)
 
 
-def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
+def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_table,
-                _rm_sent,
-                {},
+            return _rm_table_async_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
                 self.timeout,
+                x,
             )
-            return _rm_decode_c0c56958f6(_rm_future.wait())
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_table_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_table_wire,
-            _rm_wire_sent,
-            {},
             self.timeout,
+            x,
         )
-        return _rm_table_wire_result(_rm_wire_future)
+    return _rm_table_async_python(self, x)
+
+
+def _rm_table_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+) -> dict[str, Scored]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_table,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_decode_c0c56958f6(_rm_future.wait())
+
+
+def _rm_table_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+) -> dict[str, Scored]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_table_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_table_wire_result(_rm_future)
+
+
+def _rm_table_python(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
     _rm_args = (x,)
     if self.wire_dtype is not None:
         _rm.check_arguments("table", _rm_args, _rm_table_hints)
@@ -854,6 +1205,27 @@ def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
         return _rm_table_wire_reply(_rm_wire_reply)
     _rm_result = _rm.call(self, "table", _remote_table, _rm_args, _rm_table_hints)
     return _rm_decode_c0c56958f6(_rm_result)
+
+
+def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_table_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                x,
+            )
+        return _rm_table_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            x,
+        )
+    return _rm_table_python(self, x)
 
 
 def _remote_pair(
@@ -904,36 +1276,56 @@ def _rm_pair_wire_result(
 _rm_pair_hints = (("x", Tensor),)
 
 
-def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_pair,
-                _rm_sent,
-                {},
-                self.timeout,
-            )
-            return _rm.fork(_rm_decode_35a65980ae_waited, _rm_future)
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_pair_wire,
-            _rm_wire_sent,
-            {},
-            self.timeout,
-        )
-        return _rm.fork(_rm_pair_wire_result, _rm_wire_future)
+def _rm_pair_async_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+) -> Future[tuple[Scored, Tensor]]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_pair,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_decode_35a65980ae_waited, _rm_future)
+
+
+def _rm_pair_async_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+) -> Future[tuple[Scored, Tensor]]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_pair_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm.fork(_rm_pair_wire_result, _rm_future)
+
+
+def _rm_pair_async_python(
+    self: _rm.RemoteModule,
+    x: Tensor,
+) -> Future[tuple[Scored, Tensor]]:
     _rm_args = (x,)
     if self.wire_dtype is not None:
         _rm.check_arguments("pair", _rm_args, _rm_pair_hints)
@@ -952,36 +1344,74 @@ def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor
     return _rm_future.then(_rm_decode_35a65980ae_waited)
 
 
-def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
+def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
     if _rm.is_scripting():
         if self.wire_dtype is None:
-            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
-            _rm_future = _rm.rpc_async(
-                self.module_rref.owner(),
-                _remote_pair,
-                _rm_sent,
-                {},
+            return _rm_pair_async_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
                 self.timeout,
+                x,
             )
-            return _rm_decode_35a65980ae(_rm_future.wait())
-        _rm_carried: list[Tensor] = []
-        _rm_arg_x = _rm_cast_8ccc264ac3(x, self.wire_dtype, _rm_carried)
-        _rm_wire_sent = (
+        return _rm_pair_async_script_wire(
             self.module_rref,
             self.device,
             self.is_device_map_set,
             self.wire_dtype,
-            _rm_carried,
-            _rm_arg_x,
-        )
-        _rm_wire_future = _rm.rpc_async(
-            self.module_rref.owner(),
-            _remote_pair_wire,
-            _rm_wire_sent,
-            {},
             self.timeout,
+            x,
         )
-        return _rm_pair_wire_result(_rm_wire_future)
+    return _rm_pair_async_python(self, x)
+
+
+def _rm_pair_script(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_timeout: float,
+    x: Tensor,
+) -> tuple[Scored, Tensor]:
+    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_pair,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_decode_35a65980ae(_rm_future.wait())
+
+
+def _rm_pair_script_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_timeout: float,
+    x: Tensor,
+) -> tuple[Scored, Tensor]:
+    _rm_carried: list[Tensor] = []
+    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
+    _rm_sent = (
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        _rm_wire_dtype,
+        _rm_carried,
+        _rm_arg_x,
+    )
+    _rm_future = _rm.rpc_async(
+        _rm_module_rref.owner(),
+        _remote_pair_wire,
+        _rm_sent,
+        {},
+        _rm_timeout,
+    )
+    return _rm_pair_wire_result(_rm_future)
+
+
+def _rm_pair_python(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
     _rm_args = (x,)
     if self.wire_dtype is not None:
         _rm.check_arguments("pair", _rm_args, _rm_pair_hints)
@@ -992,6 +1422,27 @@ def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
         return _rm_pair_wire_reply(_rm_wire_reply)
     _rm_result = _rm.call(self, "pair", _remote_pair, _rm_args, _rm_pair_hints)
     return _rm_decode_35a65980ae(_rm_result)
+
+
+def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
+    if _rm.is_scripting():
+        if self.wire_dtype is None:
+            return _rm_pair_script(
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                self.timeout,
+                x,
+            )
+        return _rm_pair_script_wire(
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            self.timeout,
+            x,
+        )
+    return _rm_pair_python(self, x)
 
 
 _generated_methods = [
