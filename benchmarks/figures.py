@@ -278,10 +278,23 @@ def measure_type_check(sizes: Sizes, repeats: int) -> Results:
 
         return loop
 
-    rows = {"sync_scriptable": {"on": checked(True), "off": checked(False)}}
-    iters = {"sync_scriptable": calibrate(rows["sync_scriptable"]["off"], sizes)}
-    # The checks cost far less than the call's noise: many short alternating blocks.
-    convert = {"sync_scriptable": per_call_us}
+    hints = rm.generated_methods[0].__globals__["_rm_forward_hints"]
+
+    def checks(n: int) -> None:
+        for _ in range(n):
+            remote_module.runtime.calls.check_arguments("forward", (x,), hints)
+
+    rows = {
+        "sync_scriptable": {"on": checked(True), "off": checked(False)},
+        "checks_alone": {"checks": checks},
+    }
+    iters = {
+        "sync_scriptable": calibrate(rows["sync_scriptable"]["off"], sizes),
+        "checks_alone": calibrate(checks, sizes, min_iters=1000),
+    }
+    # The checks cost far less than the call's noise: many short alternating blocks; and
+    # timed alone, which the noise of the calls cannot hide.
+    convert = dict.fromkeys(rows, per_call_us)
     return interleave(rows, iters, repeats, convert, sizes.blocks * 8)
 
 

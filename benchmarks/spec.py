@@ -281,6 +281,14 @@ FIGURES: tuple[Figure, ...] = (
                 "off",
                 description="set_type_checking(on/off), ours only",
             ),
+            Row(
+                "checks_alone",
+                _US,
+                ("checks",),
+                None,
+                description="the caller-side checks of one call, timed alone (their share of "
+                "the call is this over the call with checks off)",
+            ),
         ),
         "caller-side argument checks on the tiny scriptable sync call",
     ),

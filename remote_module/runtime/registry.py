@@ -63,8 +63,8 @@ _models: weakref.WeakKeyDictionary[type, Interface] = weakref.WeakKeyDictionary(
 # (interface class, moves tensors) -> (generation, module name): what scriptable_module_name
 # answered, valid while no module registered or was found stale since (the generation).
 _names: dict[tuple[type, bool], tuple[int, str]] = {}
-# generated module -> names of its remote functions compiled in this process
-_compiled: weakref.WeakKeyDictionary[types.ModuleType, set[str]] = weakref.WeakKeyDictionary()
+# generated module -> which of its lists of remote functions are compiled in this process
+_compiled: weakref.WeakKeyDictionary[types.ModuleType, frozenset[str]] = weakref.WeakKeyDictionary()
 _generation = [0]
 
 
@@ -103,16 +103,14 @@ def compile_remote_functions(module: types.ModuleType, wire: bool = False) -> No
     (``wire``: also those that cast to a wire dtype, which only RemoteModules with a
     ``wire_dtype`` call). The owner runs them; a Python caller reads their schema to send a
     call by name."""
-    names = ["_remote_functions", *(["_wire_functions"] if wire else [])]
+    lists = ("_remote_functions", "_wire_functions") if wire else ("_remote_functions",)
+    if _compiled.get(module, frozenset()) >= set(lists):
+        return  # every construction asks; once compiled, without taking the lock
     with _lock:
-        done = _compiled.setdefault(module, set())
-        for name in names:
+        for name in lists:
             for function in getattr(module, name, ()):
-                if function.__name__ not in done:
-                    script(
-                        function, f"the remote function {function.__name__} of {module.__name__}"
-                    )
-                    done.add(function.__name__)
+                script(function, f"the remote function {function.__name__} of {module.__name__}")
+        _compiled[module] = frozenset(lists) | _compiled.get(module, frozenset())
 
 
 def register(module_name: str) -> None:
