@@ -34,6 +34,12 @@ class TensorDefault:
 class MatrixDefault:
     def forward(self, x: Tensor, bias: Tensor = torch.ones(2, 2)) -> Tensor:
         pass
+
+
+@torch.jit.interface
+class Unannotated:
+    def forward(self, x, scale: float = 1.0) -> Tensor:
+        pass
 """
 
 
@@ -241,6 +247,16 @@ BAD_INPUTS: dict[str, tuple[list[str], str, bool]] = {
         "cli_bad_defaults.MatrixDefault.forward, argument 'bias'",
         False,
     ),
+    "unannotated argument": (
+        ["cli_bad_defaults:Unannotated", "--output-dir", "{out}"],
+        "cli_bad_defaults.Unannotated.forward, argument 'x' has no type annotation",
+        True,
+    ),
+    "missing import root": (
+        ["--path", "/nonexistent/root", "x:Y", "--output-dir", "{out}"],
+        "--path /nonexistent/root: no such directory",
+        False,
+    ),
 }
 
 
@@ -303,3 +319,68 @@ def test_bad_input_exits_2_with_one_line_in_a_subprocess(
     out, run = bad_runs[case]
     _assert_one_line_error(case, run.returncode, run.stdout, run.stderr)
     assert not out.exists()
+
+
+# --- Explaining itself ---------------------------------------------------------------------
+
+
+def test_version_prints_the_generator_version() -> None:
+    from remote_module import __version__
+
+    run = _run(["--version"])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == f"{PROG} {__version__}"
+
+
+def test_help_explains_every_flag_and_its_default() -> None:
+    run = _run(["--help"])
+    assert run.returncode == 0, run.stderr
+    text = " " + " ".join(run.stdout.split("positional arguments:", 1)[1].split())  # no usage
+    for flag, default in [
+        ("MODULE:INTERFACE", "(default: none"),
+        ("--output-dir DIR", "(required)"),
+        ("--path DIR", "(default: only the current directory)"),
+        ("--check", "(default: write)"),
+        ("--no-cuda", "(default: movement generated)"),
+    ]:
+        after = text.split(f" {flag} ", 1)[1]
+        assert default in after.split(" --", 1)[0], flag
+    assert "--version" in text
+    assert "``" not in run.stdout and "::" not in run.stdout  # plain text, no reST
+
+
+def test_path_adds_import_roots_so_it_runs_from_anywhere(tmp_path: Path) -> None:
+    roots = [tmp_path / "first", tmp_path / "second"]
+    for root, name in zip(roots, ("first_pkg", "second_pkg"), strict=True):
+        (root / name).mkdir(parents=True)
+        (root / name / "__init__.py").write_text("", encoding="utf-8")
+        (root / name / "scorer.py").write_text(
+            "from typing import Protocol\n\nfrom torch import Tensor\n\n\n"
+            "class ScorerProtocol(Protocol):\n"
+            "    def forward(self, x: Tensor) -> Tensor: ...\n",
+            encoding="utf-8",
+        )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    specs = ["first_pkg.scorer:ScorerProtocol", "second_pkg.scorer:ScorerProtocol"]
+    out = tmp_path / "out"
+    without = subprocess.run(
+        [*_command(), *specs, "--output-dir", str(out)],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert without.returncode == 2 and "cannot import first_pkg.scorer" in without.stderr
+    paths = [arg for root in roots for arg in ("--path", str(root))]
+    specs = specs[:1]  # the two interfaces share a name: one package each would clash
+    run = subprocess.run(
+        [*_command(console_script=True), *specs, *paths, "--output-dir", str(out)],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert run.returncode == 0, run.stderr
+    assert (out / "scorer_protocol.py").read_text(encoding="utf-8").count("first_pkg.scorer") > 0

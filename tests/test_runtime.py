@@ -879,3 +879,15 @@ def test_cuda_results_come_back_on_cpu_with_interface() -> None:
         "worker1/cuda:0", helpers.DeviceReport, module_interface_cls=helpers.DeviceReportInterface
     )
     assert report(x, [x], {"a": x}) == ["cuda"] * 3
+
+
+def test_every_name_a_remote_module_has_is_reserved(scaled_rm: RemoteModule) -> None:
+    # The generator refuses interface methods named like anything a RemoteModule has, and
+    # reads those names from the runtime class itself (not from a copy of them).
+    from remote_module.runtime.module import reserved_names
+
+    generated = {method.__name__ for method in scaled_rm.generated_methods}
+    names = {*vars(scaled_rm), *dir(type(scaled_rm)), *dir(nn.Module)} - generated
+    public = {name for name in names if not name.startswith("_")} - {"forward"}
+    assert public <= reserved_names()
+    assert {"remote_parameters", "wire_dtype", "module_rref", "train"} <= reserved_names()
