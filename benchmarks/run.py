@@ -42,6 +42,7 @@ PACKAGES = ("remote_module", "benchmarks")
 # Per process pair (or single process): start-up, calibration and every repeat.
 PAIR_TIMEOUT_S = {"smoke": 120.0, "full": 400.0}
 FRESH_TIMEOUT_S = {"smoke": 120.0, "full": 180.0}
+FRESH_REPEATS_FACTOR = 2
 
 Samples = dict[str, dict[str, list[float]]]
 
@@ -159,7 +160,8 @@ def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
         return samples
     samples = {row.name: {impl: [] for impl in row.impls} for row in figure.rows}
     impls = list(dict.fromkeys(impl for row in figure.rows for impl in row.impls))
-    for repeat in range(repeats):
+    # One sample per process pair, and fresh processes vary more: twice the repeats.
+    for repeat in range(FRESH_REPEATS_FACTOR * repeats):
         for impl in impls:  # A B A B: one fresh pair each
             values = run_workers(
                 figure,

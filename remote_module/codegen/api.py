@@ -221,11 +221,6 @@ def imports(interface: Interface) -> tuple[ImportLine, ...]:
     )
 
 
-def typing_names(interface: Interface) -> tuple[str, ...]:
-    """The names the generated module imports from ``typing``."""
-    return ("TYPE_CHECKING", "Any")
-
-
 def module_file_name(interface_name: str) -> str:
     """The generated module's file: the interface's name in snake case."""
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", interface_name)

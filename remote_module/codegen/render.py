@@ -129,7 +129,6 @@ def _environment() -> jinja2.Environment:
         wire_result_name=api.wire_result_name,
         decoder_name=api.decoder_name,
         imports=api.imports,
-        typing_names=api.typing_names,
     )
     return environment
 

@@ -205,10 +205,9 @@ def ensure_module(
         if module is None:
             if interface_cls is None:
                 return non_scriptable_module()
-            interface = interface_model(interface_cls)
-            module = _load_in_memory(
-                module_name, functools.partial(_render, interface, move_tensors)
-            )
+            # Only a cache miss parses the interface (an owner with the cache warm skips it).
+            render = functools.partial(_render, interface_cls, move_tensors)
+            module = _load_in_memory(module_name, render)
         compile_remote_functions(module, wire)
         return module
 
@@ -249,10 +248,10 @@ def _load_in_memory(name: str, render: Callable[[], str]) -> types.ModuleType:
     return module
 
 
-def _render(interface: Interface, move_tensors: bool) -> str:
+def _render(interface_cls: type, move_tensors: bool) -> str:
     from remote_module.codegen.render import render_interface  # Jinja, only to render
 
-    return render_interface(interface, move_tensors)
+    return render_interface(interface_model(interface_cls), move_tensors)
 
 
 def _is_registered(module: types.ModuleType) -> bool:
