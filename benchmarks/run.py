@@ -42,7 +42,7 @@ PACKAGES = ("remote_module", "benchmarks")
 # Per process pair (or single process): start-up, calibration and every repeat.
 PAIR_TIMEOUT_S = {"smoke": 120.0, "full": 400.0}
 FRESH_TIMEOUT_S = {"smoke": 120.0, "full": 180.0}
-FRESH_REPEATS_FACTOR = 2
+FRESH_REPEATS_FACTOR = 2  # one sample per fresh process pair, and those vary more
 
 Samples = dict[str, dict[str, list[float]]]
 
@@ -147,6 +147,11 @@ def _wait_all(
         time.sleep(0.02)
 
 
+def figure_repeats(figure: Figure, repeats: int) -> int:
+    """How many samples each implementation of ``figure`` gets for ``--repeats repeats``."""
+    return FRESH_REPEATS_FACTOR * repeats if figure.launch == "fresh" else repeats
+
+
 def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
     """Raw samples ``{row: {impl: [value per repeat]}}`` of one figure."""
     if figure.launch == "interpreter":
@@ -160,8 +165,7 @@ def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
         return samples
     samples = {row.name: {impl: [] for impl in row.impls} for row in figure.rows}
     impls = list(dict.fromkeys(impl for row in figure.rows for impl in row.impls))
-    # One sample per process pair, and fresh processes vary more: twice the repeats.
-    for repeat in range(FRESH_REPEATS_FACTOR * repeats):
+    for repeat in range(figure_repeats(figure, repeats)):
         for impl in impls:  # A B A B: one fresh pair each
             values = run_workers(
                 figure,
@@ -246,7 +250,7 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def summarize(figure: Figure, samples: Samples) -> dict[str, Any]:
+def summarize(figure: Figure, samples: Samples, repeats: int) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     for row in figure.rows:
         measured = samples[row.name]
@@ -277,7 +281,12 @@ def summarize(figure: Figure, samples: Samples) -> dict[str, Any]:
         rows["sync_scriptable"]["overhead_pct"] = _spread(
             [check / call * 100.0 for check, call in zip(checks, calls, strict=True)]
         )
-    return {"description": figure.description, "launch": figure.launch, "rows": rows}
+    return {
+        "description": figure.description,
+        "launch": figure.launch,
+        "repeats": figure_repeats(figure, repeats),
+        "rows": rows,
+    }
 
 
 # --- Output ---------------------------------------------------------------------------------
@@ -452,7 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     report["skipped"][figure.name] = str(skipped)
                     print(f"[{figure.name}] skipped: {skipped}", file=sys.stderr, flush=True)
                     continue
-                report["figures"][figure.name] = summarize(figure, samples)
+                report["figures"][figure.name] = summarize(figure, samples, repeats)
                 print(
                     f"[{figure.name}] done in {time.monotonic() - figure_start:.1f} s",
                     file=sys.stderr,

@@ -42,13 +42,16 @@ def test_smoke_suite_runs_every_figure(tmp_path: Path) -> None:
     assert set(report["figures"]) == {figure.name for figure in FIGURES}
     for figure in FIGURES:
         rows = report["figures"][figure.name]["rows"]
+        samples_each = report["figures"][figure.name]["repeats"]
+        # Fresh-process figures take one sample per process pair, and twice the repeats.
+        assert samples_each == (4 if figure.launch == "fresh" else 2), figure.name
         assert set(rows) == {row.name for row in figure.rows}, figure.name
         for row in figure.rows:
             entry = rows[row.name]
             where = f"{figure.name}/{row.name}"
             assert set(entry["impls"]) == set(row.impls), where
             for impl, stats in entry["impls"].items():
-                assert len(stats["samples"]) == 2, (where, impl)
+                assert len(stats["samples"]) == samples_each, (where, impl)
                 for key in ("median", "min", "max"):
                     assert _positive(stats[key]), (where, impl, key, stats[key])
                 assert all(_positive(value) for value in stats["samples"]), (where, impl)
