@@ -284,7 +284,7 @@ def measure_type_check(sizes: Sizes, repeats: int) -> Results:
         for _ in range(n):
             remote_module.runtime.calls.check_arguments("forward", (x,), hints)
 
-    rows = {
+    rows: dict[str, dict[str, Loop]] = {
         "sync_scriptable": {"on": checked(True), "off": checked(False)},
         "checks_alone": {"checks": checks},
     }
@@ -311,6 +311,11 @@ def _to_script(impl: str, made: Any) -> nn.Module:
     """What the scripting rows script: the RemoteModule, or for the floor a plain nn.Linear
     (the cost of torch.jit.script for any module at all)."""
     return nn.Linear(TINY_FEATURES, TINY_FEATURES) if impl == FLOOR else made
+
+
+def _script_built(built: dict[str, list[Any]], impl: str, index: int) -> Callable[[], Any]:
+    """Scripting what ``built`` holds for ``impl`` at ``index``, ready to time."""
+    return partial(torch.jit.script, _to_script(impl, built[impl][index]))
 
 
 def _nonscriptable(impl: str) -> Any:
@@ -381,9 +386,7 @@ def measure_construction_warm(sizes: Sizes, repeats: int) -> Results:
             impls,
             count,
             samples["script_again"],
-            lambda impl, index, built=built: partial(
-                torch.jit.script, _to_script(impl, built[impl][index])
-            ),
+            partial(_script_built, built),
         )
         rrefs = _timed_pass(
             impls, count, samples["nonscriptable"], lambda impl, _: partial(_nonscriptable, impl)
