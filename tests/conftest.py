@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,10 +41,15 @@ _CHILD_TIMEOUT_S = 900
 _replayed: dict[str, list[dict[str, Any]]] = {}  # nodeid -> serialized reports
 _child_failures: dict[str, str] = {}  # module path -> why its child gave no reports
 _config: list[pytest.Config] = []
+_own_cache_dir: list[str] = []  # the render cache this session made, removed at its end
 
 
 def pytest_configure(config: pytest.Config) -> None:
     _config[:] = [config]
+    if "REMOTE_MODULE_CACHE_DIR" not in os.environ:
+        # The suite's render cache: its own, not the user's (child processes inherit it).
+        _own_cache_dir[:] = [tempfile.mkdtemp(prefix="remote-module-test-cache-")]
+        os.environ["REMOTE_MODULE_CACHE_DIR"] = os.path.join(_own_cache_dir[0], "cache")
     config.addinivalue_line(
         "markers", "own_process: run this module in a pytest process of its own"
     )
@@ -52,6 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "rpc_group(world_size, graceful=True): run this module's tests in one RPC group of "
         "world_size processes, in a pytest process of its own",
     )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _own_cache_dir:
+        shutil.rmtree(_own_cache_dir.pop(), ignore_errors=True)
+        del os.environ["REMOTE_MODULE_CACHE_DIR"]
 
 
 # --- Fixtures -------------------------------------------------------------------------------

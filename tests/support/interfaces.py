@@ -24,6 +24,15 @@ class LinearInterface:
 
 
 @torch.jit.interface
+class CacheProbeInterface:
+    """An interface no build-time stubs exist for: always rendered in memory (or loaded from
+    the render cache)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        pass
+
+
+@torch.jit.interface
 class ShapesInterface:
     def forward(
         self,
