@@ -159,6 +159,15 @@ def _needs_own_process(item: pytest.Item) -> bool:
     return getattr(group, "__module__", None) == "tests.support.rpc_group"
 
 
+def _child_output(stdout: str, stderr: str) -> str:
+    """What a child's output says about why it gave no reports: the tails of both streams,
+    and where the interpreter died, the fatal error with the frames it dumped first (the
+    most recent), which a tail alone cuts off."""
+    fatal = stderr.find("Fatal Python error")
+    head = stderr[fatal : fatal + 3000] + "\n...\n" if fatal >= 0 else ""
+    return head + stdout[-3000:] + stderr[-3000:]
+
+
 def _run_child(config: pytest.Config, path: str, items: list[pytest.Item]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         reports = Path(folder) / "reports.jsonl"
@@ -176,7 +185,7 @@ def _run_child(config: pytest.Config, path: str, items: list[pytest.Item]) -> No
                 text=True,
                 timeout=_CHILD_TIMEOUT_S,
             )
-            output = done.stdout[-4000:] + done.stderr[-4000:]
+            output = _child_output(done.stdout, done.stderr)
         except subprocess.TimeoutExpired as error:
             output = f"timed out after {error.timeout} s"
         for line in reports.read_text(encoding="utf-8").splitlines():
