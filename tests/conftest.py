@@ -164,7 +164,8 @@ def _child_output(stdout: str, stderr: str) -> str:
     and where the interpreter died, the fatal error with the frames it dumped first (the
     most recent), which a tail alone cuts off."""
     fatal = stderr.find("Fatal Python error")
-    head = stderr[fatal : fatal + 3000] + "\n...\n" if fatal >= 0 else ""
+    # What a dying C++ thread printed (``terminate called after ...``) comes just before.
+    head = stderr[max(0, fatal - 2000) : fatal + 3000] + "\n...\n" if fatal >= 0 else ""
     return head + stdout[-3000:] + stderr[-3000:]
 
 
