@@ -142,14 +142,7 @@ def move_to_device(value: Any, device: torch.device) -> Any:
     """``value`` with every tensor inside (lists, tuples, NamedTuples, dicts) on ``device``."""
     if isinstance(value, torch.Tensor):
         return value.to(device)
-    if isinstance(value, tuple):
-        moved = [move_to_device(item, device) for item in value]
-        return type(value)(*moved) if hasattr(value, "_fields") else type(value)(moved)
-    if isinstance(value, list):
-        return [move_to_device(item, device) for item in value]
-    if isinstance(value, dict):
-        return type(value)((key, move_to_device(item, device)) for key, item in value.items())
-    return value
+    return _rebuilt(value, lambda item: move_to_device(item, device))
 
 
 def check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[Any, ...]]) -> None:

@@ -179,11 +179,11 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             # generated module.
             started = time.monotonic()
             wire = wire_dtype is not None
-            created = (module_cls, args, kwargs, self.device, interface_cls, move_tensors)
+            creation = (module_cls, args, kwargs, self.device, interface_cls, move_tensors)
             future = rpc.rpc_async(
                 self.on,
                 owner.create_interface_module,
-                (*created, module_name, wire),
+                (*creation, module_name, wire),
                 timeout=0,  # bounded below; the reply carries an RRef (see wait_returning_rrefs)
             )
             self._install(registry.ensure_module(module_name, interface_cls, move_tensors, wire))

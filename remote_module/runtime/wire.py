@@ -33,9 +33,9 @@ PICKLED_ATTRIBUTES = (
     "module_rref",
 )
 # Local state that stays behind: nn.Module's own bookkeeping, the call timeout and wire dtype
-# (a receiver has neither), the remote
-# class's name (cached for repr), the creator's name (for errors) and the module's key in the
-# owner's table (a receiver gets a key of its own on its first call).
+# (a receiver has neither), the remote class's name (cached for repr), the creator's name (for
+# errors) and the module's key in the owner's table (a receiver gets a key of its own on its
+# first call).
 MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
 LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {
     "training",
