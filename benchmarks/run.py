@@ -166,7 +166,8 @@ def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
     samples = {row.name: {impl: [] for impl in row.impls} for row in figure.rows}
     impls = list(dict.fromkeys(impl for row in figure.rows for impl in row.impls))
     for repeat in range(figure_repeats(figure, repeats)):
-        for impl in impls:  # A B A B: one fresh pair each
+        shift = repeat % len(impls)  # rotating order (A B C, B C A, ...): one fresh pair each
+        for impl in impls[shift:] + impls[:shift]:
             values = run_workers(
                 figure,
                 size,

@@ -154,6 +154,14 @@ FIGURES: tuple[Figure, ...] = (
                 "(rendered in memory)",
             ),
             Row(
+                "scriptable_first_no_codegen_call",
+                "ms",
+                (OURS, UPSTREAM),
+                UPSTREAM,
+                description="that construction and its first forward, timed together (ours: "
+                "the owner loads the generated module after replying; the call waits for it)",
+            ),
+            Row(
                 "script_first",
                 "ms",
                 _CALLS,

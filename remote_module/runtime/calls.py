@@ -36,6 +36,7 @@ __all__ = [
     "restore_from_wire",
     "set_type_checking",
     "type_checking",
+    "wait_for_owner",
     "wait_returning_rrefs",
 ]
 
@@ -112,6 +113,26 @@ def call_async(
 
     future.add_done_callback(settle)
     return result
+
+
+def wait_for_owner(remote_module: Any, what: str) -> None:
+    """Hold ``what`` (a call, scripting, sending over RPC) until the owner has loaded and
+    compiled the RemoteModule's generated module, which a first construction asks for only
+    once the module exists (see ``owner.create_interface_module``); raise why it could not.
+    Bounded by the RemoteModule's timeout (that request's own)."""
+    pending = remote_module.__dict__.get("_rm_pending")
+    if pending is None:
+        return
+    try:
+        pending.wait()
+    except Exception as error:  # the owner's own error type, or the RPC's RuntimeError
+        generated = remote_module.generated_methods[0].__globals__["__name__"]
+        raise _named(
+            RuntimeError(f"loading the generated module {generated} there failed: {error}"),
+            remote_module,
+            what,
+        ) from error
+    remote_module.__dict__.pop("_rm_pending", None)
 
 
 def wait_returning_rrefs(future: Future[Any], timeout: float, started: float) -> Any:
@@ -196,6 +217,8 @@ def _send(
     call (whose reply is an ``owner.FirstReply``)."""
     if hints is not None and _type_checking[0]:
         _check_arguments(method, args, hints)
+    if "_rm_pending" in remote_module.__dict__:  # a first construction's owner is still loading
+        wait_for_owner(remote_module, method)
     module_rref = remote_module.module_rref
     try:
         if remote_module.is_scriptable:  # TorchScript remote functions take the RRef
@@ -335,4 +358,9 @@ def _named(error: RuntimeError, remote_module: Any, method: str) -> RuntimeError
         owner = remote_module.module_rref.owner_name()
     except RuntimeError:
         owner = str(remote_module.on)
-    return RuntimeError(f"RemoteModule.{method} on worker '{owner}' failed: {error}")
+    return RuntimeError(f"{_qualified(method)} on worker '{owner}' failed: {error}")
+
+
+def _qualified(method: str) -> str:
+    """``RemoteModule.forward`` for a method; anything else (``torch.jit.script``) as is."""
+    return method if "." in method else f"RemoteModule.{method}"

@@ -23,7 +23,12 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module.runtime import owner, registry, wire
-from remote_module.runtime.calls import creation_error, move_to_device, wait_returning_rrefs
+from remote_module.runtime.calls import (
+    creation_error,
+    move_to_device,
+    wait_for_owner,
+    wait_returning_rrefs,
+)
 from remote_module.runtime.device import parse_remote_device
 from remote_module.runtime.torchscript import use_script_stubs
 
@@ -174,16 +179,15 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
                 )
             self._install(registry.non_scriptable_module())
         else:
-            # One round trip: the owner loads the generated module, creates (and, for a
-            # TorchScript interface, scripts) the module; meanwhile this side loads the same
-            # generated module.
+            # One round trip: the owner creates (and, for a TorchScript interface, scripts)
+            # the module; meanwhile this side loads the generated module.
             started = time.monotonic()
             wire = wire_dtype is not None
-            creation = (module_cls, args, kwargs, self.device, interface_cls, move_tensors)
+            creation = (module_cls, args, kwargs, self.device, interface_cls, module_name, wire)
             future = rpc.rpc_async(
                 self.on,
                 owner.create_interface_module,
-                (*creation, module_name, wire),
+                creation,
                 timeout=0,  # bounded below; the reply carries an RRef (see wait_returning_rrefs)
             )
             self._install(registry.ensure_module(module_name, interface_cls, move_tensors, wire))
@@ -191,7 +195,16 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
                 created = wait_returning_rrefs(future, self.timeout, started)
             if isinstance(created, owner.CreationFailure):
                 raise creation_error(self, created, future_owner=self.on)
-            self.__dict__["module_rref"] = created
+            self.__dict__["module_rref"] = created.module_rref
+            if not created.generated_ready:
+                # The owner loads and compiles the generated module while this returns; the
+                # first call (or scripting, or sending this over RPC) waits for it.
+                self.__dict__["_rm_pending"] = rpc.rpc_async(
+                    self.on,
+                    owner.ensure_generated_module,
+                    (module_name, interface_cls, move_tensors, wire),
+                    timeout=self.timeout,
+                )
         if isinstance(module_cls, type):
             self.__dict__["_remote_type_name"] = module_cls.__qualname__
 
@@ -302,6 +315,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
                 "be scripted: torch.jit.script needs a RemoteModule built with a "
                 "@torch.jit.interface class as module_interface_cls"
             )
+        # Scripted calls go straight to the owner's compiled remote functions.
+        wait_for_owner(self, "torch.jit.script")
         use_script_stubs(
             self, [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__]
         )

@@ -36,6 +36,7 @@ from remote_module.runtime import registry
 from remote_module.runtime.torchscript import script
 
 __all__ = [
+    "Created",
     "CreationFailure",
     "FirstReply",
     "create_interface_module",
@@ -149,32 +150,44 @@ def create_module(
     return module
 
 
+class Created(NamedTuple):
+    """The reply to a construction with an interface: the module's RRef, and whether this
+    owner already has the generated module loaded and compiled (else the caller asks for it
+    with :func:`ensure_generated_module` before its first call)."""
+
+    module_rref: rpc.RRef[Any]
+    generated_ready: bool
+
+
 def create_interface_module(
     module_cls: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     device: str,
     interface_cls: Any,
-    move_tensors: bool,
     module_name: str,
     wire: bool = False,
-) -> rpc.RRef[Any] | CreationFailure:
-    """Load the generated module and create the module; for a TorchScript interface, script
-    it and return an interface-typed RRef to it, for a Protocol a plain RRef. When
-    ``module_cls`` fails, why (as data)."""
-    # Load (and compile) the remote functions before the first call can reach this worker.
-    registry.ensure_module(module_name, interface_cls, move_tensors, wire)
+) -> Created | CreationFailure:
+    """Create the module; for a TorchScript interface, script it and reply with an
+    interface-typed RRef to it, for a Protocol a plain RRef. When ``module_cls`` fails, why
+    (as data).
+
+    The generated module is not loaded here: its load and compile would delay the reply by
+    as long again as creating a small module. The reply says whether it is ready; where it is
+    not, the caller has it loaded by a second request while it goes on, and holds its first
+    call until that is done (``RemoteModule._await_generated``)."""
+    scripted = registry.is_script_interface(interface_cls)
     try:
         module = create_module(module_cls, args, kwargs, device)
-        if not registry.is_script_interface(interface_cls):
-            return rpc.RRef(module)
-        if not isinstance(module, torch.jit.ScriptModule):
+        if scripted and not isinstance(module, torch.jit.ScriptModule):
             module = script(module, f"scripting {type(module).__qualname__} on its owner")
     except Exception as error:
         return CreationFailure(type(error).__name__, str(error))
-    if not isinstance(module, torch.jit.ScriptModule):
-        return rpc.RRef(module)  # TorchScript is disabled (PYTORCH_JIT=0): a plain module
-    return rpc.RRef(module, interface_cls)
+    ready = registry.is_ready(module_name, wire)
+    if scripted and isinstance(module, torch.jit.ScriptModule):
+        return Created(rpc.RRef(module, interface_cls), ready)
+    # A Protocol interface, or TorchScript disabled (PYTORCH_JIT=0): a plain module.
+    return Created(rpc.RRef(module), ready)
 
 
 def ensure_generated_module(

@@ -38,6 +38,7 @@ __all__ = [
     "compile_remote_functions",
     "ensure_module",
     "interface_model",
+    "is_ready",
     "is_script_interface",
     "non_scriptable_module",
     "register",
@@ -103,7 +104,7 @@ def compile_remote_functions(module: types.ModuleType, wire: bool = False) -> No
     (``wire``: also those that cast to a wire dtype, which only RemoteModules with a
     ``wire_dtype`` call). The owner runs them; a Python caller reads their schema to send a
     call by name."""
-    lists = ("_remote_functions", "_wire_functions") if wire else ("_remote_functions",)
+    lists = _function_lists(wire)
     if _compiled.get(module, frozenset()) >= set(lists):
         return  # every construction asks; once compiled, without taking the lock
     with _lock:
@@ -210,6 +211,21 @@ def ensure_module(
             module = _load_in_memory(module_name, render)
         compile_remote_functions(module, wire)
         return module
+
+
+def is_ready(module_name: str, wire: bool = False) -> bool:
+    """Whether :func:`ensure_module` would find ``module_name`` loaded and its remote functions
+    compiled (their wire twins too with ``wire``), with nothing left to do."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return False
+    if not module_name.startswith(IN_MEMORY_PACKAGE + ".") and not _is_registered(module):
+        return False
+    return _compiled.get(module, frozenset()) >= set(_function_lists(wire))
+
+
+def _function_lists(wire: bool) -> tuple[str, ...]:
+    return ("_remote_functions", "_wire_functions") if wire else ("_remote_functions",)
 
 
 def in_memory_name(interface: Interface, move_tensors: bool) -> str:

@@ -16,7 +16,7 @@ import torch.distributed.rpc as rpc
 from torch import nn
 from torch.distributed.rpc.internal import _internal_rpc_pickler
 
-from remote_module.runtime import registry
+from remote_module.runtime import calls, registry
 
 if TYPE_CHECKING:
     from remote_module.runtime.module import RemoteModule
@@ -34,8 +34,8 @@ PICKLED_ATTRIBUTES = (
 )
 # Local state that stays behind: nn.Module's own bookkeeping, the call timeout and wire dtype
 # (a receiver has neither), the remote class's name (cached for repr), the creator's name (for
-# errors) and the module's key in the owner's table (a receiver gets a key of its own on its
-# first call).
+# errors), the module's key in the owner's table (a receiver gets a key of its own on its
+# first call) and the owner's pending load of the generated module (waited for before sending).
 MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
 LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {
     "training",
@@ -44,6 +44,7 @@ LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {
     "_remote_type_name",
     "_rm_creator",
     "_rm_reference",
+    "_rm_pending",
 }
 
 _SCRIPTED_OVER_RPC_ERROR = (
@@ -77,6 +78,8 @@ class _GeneratedMethods(NamedTuple):
 
 
 def _reduce_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, ...]]:
+    # The receiver calls the owner's remote functions at once: they must be there.
+    calls.wait_for_owner(remote_module, "sending over RPC")
     generated = remote_module.generated_methods[0].__globals__
     spec = _GeneratedMethods(
         generated["__name__"],

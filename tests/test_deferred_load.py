@@ -1,0 +1,151 @@
+"""A first construction with an interface replies as soon as the module exists; the owner
+loads and compiles the generated module after that, and whatever needs it waits for it: a
+call (sync or async), ``torch.jit.script`` (of the RemoteModule or of a model that holds it),
+sending the RemoteModule over RPC. A load that fails is named at the first call.
+
+The owner's loads are slowed (or made to fail) on purpose, so a call that did not wait would
+reach an owner without the remote function. This process is ``worker0``; modules live on
+``worker1``, a receiver is ``worker2``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.distributed.rpc as rpc
+from torch import Tensor
+
+from remote_module import RemoteModule
+from tests.support import deferred_helpers as helpers
+from tests.support.deferred_helpers import (
+    DeferredCallInterface,
+    DeferredFailInterface,
+    DeferredParentInterface,
+    DeferredScriptInterface,
+    DeferredSendInterface,
+    DeferredWireInterface,
+    Parent,
+    Scale,
+)
+
+pytestmark = pytest.mark.rpc_group(3)
+
+OWNER = "worker1"
+# Long against the few milliseconds between a construction and what follows it.
+LOAD_DELAY_S = 2.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slow_owner() -> Iterator[None]:
+    delays = {
+        interface.__name__: LOAD_DELAY_S
+        for interface in (
+            DeferredCallInterface,
+            DeferredScriptInterface,
+            DeferredParentInterface,
+            DeferredSendInterface,
+            DeferredWireInterface,
+        )
+    }
+    failures = {DeferredFailInterface.__name__: "this owner cannot load it"}
+    rpc.rpc_sync(OWNER, helpers.slow_loads, (delays, failures), timeout=30)
+    yield
+    rpc.rpc_sync(OWNER, helpers.normal_loads, (), timeout=30)
+
+
+def _module_name(rm: RemoteModule) -> str:
+    return str(rm.generated_methods[0].__globals__["__name__"])
+
+
+def _owner_ready(rm: RemoteModule, wire: bool = False) -> bool:
+    return bool(rpc.rpc_sync(OWNER, helpers.is_ready, (_module_name(rm), wire), timeout=30))
+
+
+def _requests() -> list[tuple[str, bool]]:
+    return [tuple(request) for request in rpc.rpc_sync(OWNER, helpers.load_requests, timeout=30)]
+
+
+def test_calls_wait_for_the_owner_to_load(x: Tensor) -> None:
+    rm = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredCallInterface)
+    # The construction returned while the owner is still loading.
+    assert "_rm_pending" in rm.__dict__
+    assert not _owner_ready(rm)
+    futures = [rm.forward_async(x, scale=float(i)) for i in range(8)]
+    assert torch.equal(rm(x), x * 2.0)
+    for i, future in enumerate(futures):
+        assert torch.equal(future.wait(), x * float(i))
+    assert "_rm_pending" not in rm.__dict__
+    assert _owner_ready(rm)
+    assert _requests().count((DeferredCallInterface.__name__, False)) == 1
+
+
+def test_later_constructions_find_the_owner_ready(x: Tensor) -> None:
+    first = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredCallInterface)
+    first(x)
+    before = _requests()
+    later = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredCallInterface)
+    assert "_rm_pending" not in later.__dict__
+    assert torch.equal(later(x, 4.0), x * 4.0)
+    assert _requests() == before  # no second load request
+
+
+def test_scripting_waits_for_the_owner(x: Tensor) -> None:
+    rm = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredScriptInterface)
+    assert not _owner_ready(rm)
+    scripted = torch.jit.script(rm)  # its calls go straight to the owner's compiled function
+    assert _owner_ready(rm)
+    assert torch.equal(scripted.forward(x, 3.0), x * 3.0)
+    assert torch.equal(rm(x), x * 2.0)
+
+
+def test_scripting_a_model_that_holds_it_waits_for_the_owner(x: Tensor) -> None:
+    rm = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredParentInterface)
+    assert not _owner_ready(rm)
+    parent = torch.jit.script(Parent(rm))
+    assert torch.equal(parent(x), x * 3.0 + 1.0)
+
+
+def test_sending_it_over_rpc_waits_for_the_owner(x: Tensor) -> None:
+    rm = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredSendInterface)
+    assert not _owner_ready(rm)
+    result = rpc.rpc_sync("worker2", helpers.call_received, (rm, x), timeout=30)
+    assert torch.equal(result, x * 5.0)
+    assert "_rm_pending" not in rm.__dict__
+
+
+def test_wire_twins_load_when_a_wire_dtype_first_needs_them(x: Tensor) -> None:
+    plain = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredWireInterface)
+    plain(x)
+    assert _owner_ready(plain) and not _owner_ready(plain, wire=True)
+    wired = RemoteModule(
+        f"{OWNER}/cpu",
+        Scale,
+        module_interface_cls=DeferredWireInterface,
+        wire_dtype=torch.bfloat16,
+    )
+    assert "_rm_pending" in wired.__dict__
+    result = wired(x)
+    assert result.dtype == torch.float32
+    assert torch.equal(result, (x.to(torch.bfloat16) * 2.0).to(torch.float32))
+    assert _owner_ready(plain, wire=True)
+
+
+def test_a_failed_load_is_named_at_every_call(x: Tensor) -> None:
+    # The construction itself succeeds: the module exists.
+    rm = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredFailInterface)
+    name = _module_name(rm)
+    for attempt in (lambda: rm(x), lambda: rm.forward_async(x)):
+        with pytest.raises(RuntimeError) as raised:
+            attempt()
+        message = str(raised.value)
+        assert message.startswith("RemoteModule.forward on worker 'worker1' failed:"), message
+        assert f"loading the generated module {name} there failed" in message
+        assert "this owner cannot load it" in message
+    with pytest.raises(RuntimeError, match=r"^torch\.jit\.script on worker 'worker1' failed"):
+        torch.jit.script(rm)
+    with pytest.raises(RuntimeError, match="sending over RPC on worker 'worker1' failed"):
+        rpc.rpc_sync("worker2", helpers.call_received, (rm, x), timeout=30)
+    # What does not need the generated module still works.
+    assert set(rm.remote_state_dict()) == set()
