@@ -568,6 +568,40 @@ def test_stale_module_warns_and_is_not_used(
     assert used is not module
 
 
+@pytest.mark.parametrize("imported_first", [True, False], ids=["imported", "not_imported"])
+def test_a_module_stale_here_is_rendered_in_memory_under_its_name(
+    pregenerated: Any, imported_first: bool
+) -> None:
+    # What an owner does when a caller names a build-time module that is stale on the owner
+    # (an older copy there): it renders its own interface in memory under that name, whether
+    # or not its program imported the stale file, and never compiles the stale code.
+    source = _edit(
+        codegen.render_scriptable(StaleProbeInterface, True),
+        "INTERFACE_FINGERPRINT",
+        "0000000000000000",
+    )
+    name = pregenerated(source)
+    if imported_first:
+        with pytest.warns(StaleGeneratedModuleWarning):
+            importlib.import_module(name)
+        stale = sys.modules[name]
+        used = registry.ensure_module(name, StaleProbeInterface, True)
+    else:
+        with pytest.warns(StaleGeneratedModuleWarning):
+            used = registry.ensure_module(name, StaleProbeInterface, True)
+    assert used.__name__ == name and sys.modules[name] is used
+    assert used.INTERFACE_FINGERPRINT == parse_interface(StaleProbeInterface).fingerprint
+    assert _compiled(used._remote_forward)
+    assert registry.is_ready(name)
+    if imported_first:
+        assert used is not stale
+        assert torch.jit._state._try_get_jit_cached_function(stale._remote_forward) is None
+        assert torch.jit._state._try_get_jit_cached_function(used._remote_forward) is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StaleGeneratedModuleWarning)
+        assert registry.ensure_module(name, StaleProbeInterface, True) is used  # once
+
+
 def test_fresh_module_is_used(pregenerated: Any) -> None:
     name = pregenerated(codegen.render_scriptable(StaleProbeInterface, True))
     with warnings.catch_warnings():

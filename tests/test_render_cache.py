@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,3 +114,21 @@ def test_a_damaged_entry_is_rendered_again(cache_dir: Path) -> None:
     entry.write_bytes(b"not marshal data")
     assert _run(cache_dir)[0] == "rendered"
     assert _run(cache_dir)[0] == "loaded"  # and stored whole again
+
+
+def test_a_build_time_name_rendered_here_is_cached_with_its_interface(cache_dir: Path) -> None:
+    # An owner without the caller's build-time package renders it in memory under its name.
+    # That name says nothing of the interface, so the entry is keyed by the in-memory name
+    # too (fingerprint, version, flag): a changed interface never loads an older rendering.
+    from remote_module.runtime import registry
+    from tests.support.interfaces import CacheProbeInterface
+
+    name = f"rm_absent_{uuid.uuid4().hex}.generated"
+    try:
+        module = registry.ensure_module(name, CacheProbeInterface, False)
+        assert module.__name__ == name
+        in_memory = registry.in_memory_name(registry.interface_model(CacheProbeInterface), False)
+        assert cache.load(name) is None
+        assert cache.load(f"{name}|{in_memory}") is not None
+    finally:
+        sys.modules.pop(name, None)

@@ -48,6 +48,7 @@ __all__ = [
 
 IN_MEMORY_PACKAGE = "remote_module._generated"
 NON_SCRIPTABLE_MODULE = f"{IN_MEMORY_PACKAGE}.non_scriptable"
+_RENDERED_PREFIX = "<remote_module generated "
 
 
 class StaleGeneratedModuleWarning(UserWarning):
@@ -193,22 +194,37 @@ def ensure_module(
     qualified names match on the caller and the owner; its TorchScript remote functions
     compiled (both sides need them: the owner runs them, a caller reads their schema), their
     wire twins too with ``wire``."""
+    in_memory = module_name.startswith(IN_MEMORY_PACKAGE + ".")
     with _lock:
         module = sys.modules.get(module_name)
-        if module is None and not module_name.startswith(IN_MEMORY_PACKAGE + "."):
+        if module is None and not in_memory:
             try:
                 importlib.import_module(module_name)
             except ImportError:
                 pass
             module = sys.modules.get(module_name)
-            if module is not None and not _is_registered(module) and interface_cls is not None:
-                module = None
+        if (
+            module is not None
+            and not in_memory
+            and interface_cls is not None
+            and not _is_registered(module)
+            and not _is_rendered(module)
+        ):
+            # A build-time module that is stale here (its import warned why), while the
+            # caller that named it has a fresh one: not used, nor compiled.
+            module = None
         if module is None:
             if interface_cls is None:
                 return non_scriptable_module()
             # Only a cache miss parses the interface (an owner with the cache warm skips it).
+            # A build-time module's name says nothing of the interface it was made from, so
+            # its cache entry is keyed by the in-memory name too, which does.
             render = functools.partial(_render, interface_cls, move_tensors)
-            module = _load_in_memory(module_name, render)
+            key = module_name
+            if not in_memory:
+                model = interface_model(interface_cls)
+                key = f"{module_name}|{in_memory_name(model, move_tensors)}"
+            module = _load_in_memory(module_name, render, key, replace=not in_memory)
         compile_remote_functions(module, wire)
         return module
 
@@ -219,8 +235,10 @@ def is_ready(module_name: str, wire: bool = False) -> bool:
     module = sys.modules.get(module_name)
     if module is None:
         return False
-    if not module_name.startswith(IN_MEMORY_PACKAGE + ".") and not _is_registered(module):
-        return False
+    if not module_name.startswith(IN_MEMORY_PACKAGE + ".") and not (
+        _is_registered(module) or _is_rendered(module)
+    ):
+        return False  # stale here: ensure_module renders it in memory
     return _compiled.get(module, frozenset()) >= set(_function_lists(wire))
 
 
@@ -237,19 +255,25 @@ def in_memory_name(interface: Interface, move_tensors: bool) -> str:
     return f"{IN_MEMORY_PACKAGE}.{safe}_{digest}"
 
 
-def _load_in_memory(name: str, render: Callable[[], str]) -> types.ModuleType:
+def _load_in_memory(
+    name: str, render: Callable[[], str], cache_key: str | None = None, replace: bool = False
+) -> types.ModuleType:
+    """The module ``name`` rendered in memory (or loaded from the render cache under
+    ``cache_key``, the name by default); ``replace``: in place of a module of that name that
+    was imported from a file."""
     existing = sys.modules.get(name)
-    if existing is not None:
+    if existing is not None and (not replace or _is_rendered(existing)):
         return existing
-    filename = f"<remote_module generated {name}>"
-    cached = cache.load(name)
+    filename = f"{_RENDERED_PREFIX}{name}>"
+    key = name if cache_key is None else cache_key
+    cached = cache.load(key)
     if cached is not None:
         source, code = cached
     else:
         source = render()
         # dont_inherit: this file's __future__ flags must not leak into generated code.
         code = compile(source, filename, "exec", dont_inherit=True)
-        cache.store(name, source, code)
+        cache.store(key, source, code)
     # TorchScript reads function source through inspect/linecache; an entry with no mtime
     # is never evicted by linecache.checkcache().
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -259,9 +283,17 @@ def _load_in_memory(name: str, render: Callable[[], str]) -> types.ModuleType:
     try:
         exec(code, module.__dict__)
     except BaseException:
-        del sys.modules[name]
+        if existing is None:
+            del sys.modules[name]
+        else:
+            sys.modules[name] = existing
         raise
     return module
+
+
+def _is_rendered(module: types.ModuleType) -> bool:
+    """Whether ``module`` was rendered in memory here (not imported from a file)."""
+    return str(getattr(module, "__file__", "")).startswith(_RENDERED_PREFIX)
 
 
 def _render(interface_cls: type, move_tensors: bool) -> str:
