@@ -588,3 +588,15 @@ def test_render_literal_refuses_subclasses_of_literal_types() -> None:
     for value in [Colour(1), Name("n")]:
         with pytest.raises(ValueError, match="not a literal"):
             render_literal(value, "where")
+
+
+def test_private_methods_are_not_part_of_the_interface() -> None:
+    # `def __helper` in a class body is stored as `_Private__helper`; TorchScript leaves it
+    # out of an interface, and so does the generator (for a Protocol too).
+    def forward(self: Any, x: Tensor) -> Tensor: ...
+
+    def __helper(self: Any) -> int: ...
+
+    namespace = {"__module__": __name__, "forward": forward, "_Private__helper": __helper}
+    stub = type("Private", (Protocol,), namespace)
+    assert [method.name for method in parse_interface(stub).methods] == ["forward"]

@@ -217,10 +217,14 @@ def parse_interface(interface_cls: object) -> Interface:
             f"{qualified} is not defined at module level: generated code must import it"
         )
     _check_importable(qualified, interface_cls)
+    # Dunders, and private methods (``def __m``, which Python stores mangled as
+    # ``_Class__m``): not part of the interface, as TorchScript reads it too.
     functions = [
         (name, value)
         for name, value in vars(interface_cls).items()
-        if inspect.isfunction(value) and not name.startswith("__")
+        if inspect.isfunction(value)
+        and not name.startswith("__")
+        and not value.__name__.startswith("__")
     ]
     if "forward" not in dict(functions):
         raise ValueError(f"{qualified} has no method 'forward'")
