@@ -10,6 +10,7 @@ reach an owner without the remote function. This process is ``worker0``; modules
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -25,6 +26,7 @@ from tests.support.deferred_helpers import (
     DeferredParentInterface,
     DeferredScriptInterface,
     DeferredSendInterface,
+    DeferredSlowInterface,
     DeferredWireInterface,
     Parent,
     Scale,
@@ -35,6 +37,8 @@ pytestmark = pytest.mark.rpc_group(3)
 OWNER = "worker1"
 # Long against the few milliseconds between a construction and what follows it.
 LOAD_DELAY_S = 2.0
+# Longer than the RemoteModule timeout of the test that uses it.
+SLOW_LOAD_S = 3.0
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -49,6 +53,7 @@ def slow_owner() -> Iterator[None]:
             DeferredWireInterface,
         )
     }
+    delays[DeferredSlowInterface.__name__] = SLOW_LOAD_S
     failures = {DeferredFailInterface.__name__: "this owner cannot load it"}
     rpc.rpc_sync(OWNER, helpers.slow_loads, (delays, failures), timeout=30)
     yield
@@ -149,3 +154,22 @@ def test_a_failed_load_is_named_at_every_call(x: Tensor) -> None:
         rpc.rpc_sync("worker2", helpers.call_received, (rm, x), timeout=30)
     # What does not need the generated module still works.
     assert set(rm.remote_state_dict()) == set()
+
+
+def test_a_load_that_outlasts_the_timeout_serves_a_later_call(x: Tensor) -> None:
+    rm = RemoteModule(
+        f"{OWNER}/cpu", Scale, module_interface_cls=DeferredSlowInterface, timeout=1.0
+    )
+    with pytest.raises(RuntimeError, match=r"loading the generated module \S+ there failed"):
+        rm(x)
+    # The owner was asked again; once its first load is done, calls work.
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            result = rm(x)
+            break
+        except RuntimeError:
+            assert time.monotonic() < deadline, "the owner never finished loading"
+            time.sleep(0.5)
+    assert torch.equal(result, x * 2.0)
+    assert "_rm_pending" not in rm.__dict__

@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - a torch built without it
 
 __all__ = [
     "CALL_PREFIX",
+    "ask_owner_to_load",
     "call",
     "call_async",
     "cast_to_wire",
@@ -115,11 +116,30 @@ def call_async(
     return result
 
 
+def ask_owner_to_load(remote_module: Any) -> None:
+    """Ask the owner to load and compile the RemoteModule's generated module, without waiting;
+    what needs it waits in :func:`wait_for_owner`."""
+    generated = remote_module.generated_methods[0].__globals__
+    request = (
+        generated["__name__"],
+        generated["_rm_module_interface_cls"],
+        bool(generated["MOVES_CPU_TENSORS_TO_DEVICE"]),
+        remote_module.wire_dtype is not None,
+    )
+    remote_module.__dict__["_rm_pending"] = rpc.rpc_async(
+        remote_module.module_rref.owner(),
+        owner.ensure_generated_module,
+        request,
+        timeout=remote_module.timeout,
+    )
+
+
 def wait_for_owner(remote_module: Any, what: str) -> None:
     """Hold ``what`` (a call, scripting, sending over RPC) until the owner has loaded and
     compiled the RemoteModule's generated module, which a first construction asks for only
     once the module exists (see ``owner.create_interface_module``); raise why it could not.
-    Bounded by the RemoteModule's timeout (that request's own)."""
+    Bounded by the RemoteModule's timeout (that request's own). After a failure the owner is
+    asked again, so a load that only outlasted the timeout serves a later call."""
     pending = remote_module.__dict__.get("_rm_pending")
     if pending is None:
         return
@@ -127,11 +147,13 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
         pending.wait()
     except Exception as error:  # the owner's own error type, or the RPC's RuntimeError
         generated = remote_module.generated_methods[0].__globals__["__name__"]
-        raise _named(
+        failure = _named(
             RuntimeError(f"loading the generated module {generated} there failed: {error}"),
             remote_module,
             what,
-        ) from error
+        )
+        ask_owner_to_load(remote_module)
+        raise failure from error
     remote_module.__dict__.pop("_rm_pending", None)
 
 

@@ -24,6 +24,7 @@ from torch.nn.parameter import Parameter
 
 from remote_module.runtime import owner, registry, wire
 from remote_module.runtime.calls import (
+    ask_owner_to_load,
     creation_error,
     move_to_device,
     wait_for_owner,
@@ -199,12 +200,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             if not created.generated_ready:
                 # The owner loads and compiles the generated module while this returns; the
                 # first call (or scripting, or sending this over RPC) waits for it.
-                self.__dict__["_rm_pending"] = rpc.rpc_async(
-                    self.on,
-                    owner.ensure_generated_module,
-                    (module_name, interface_cls, move_tensors, wire),
-                    timeout=self.timeout,
-                )
+                ask_owner_to_load(self)
         if isinstance(module_cls, type):
             self.__dict__["_remote_type_name"] = module_cls.__qualname__
 

@@ -50,6 +50,12 @@ class DeferredWireInterface:
         pass
 
 
+@torch.jit.interface
+class DeferredSlowInterface:
+    def forward(self, x: Tensor, scale: float = 2.0) -> Tensor:
+        pass
+
+
 class Scale(nn.Module):
     """Matches every interface above."""
 
@@ -81,8 +87,12 @@ def _ensure(module_name: str, interface_cls: Any, move_tensors: bool, wire: bool
     _requests.append((name, wire))
     if name in _failures:
         raise ValueError(_failures[name])
-    time.sleep(_delays.get(name, 0.0))
-    _original_ensure(module_name, interface_cls, move_tensors, wire)
+    # A slow load, as a real one is slow: under the registry's lock, so that another request
+    # for the same module waits for it. Each (interface, wire) is slow once.
+    delay = _delays.get(name, 0.0) if _requests.count((name, wire)) == 1 else 0.0
+    with registry._lock:
+        time.sleep(delay)
+        _original_ensure(module_name, interface_cls, move_tensors, wire)
 
 
 def slow_loads(delays: dict[str, float], failures: dict[str, str]) -> None:
