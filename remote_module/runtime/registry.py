@@ -203,22 +203,16 @@ def ensure_module(
             except ImportError:
                 pass
             module = sys.modules.get(module_name)
-        if (
-            module is not None
-            and not in_memory
-            and interface_cls is not None
-            and not _is_registered(module)
-            and not _is_rendered(module)
-        ):
+        if module is not None and interface_cls is not None and _stale_here(module_name, module):
             # A build-time module that is stale here (its import warned why), while the
             # caller that named it has a fresh one: not used, nor compiled.
             module = None
         if module is None:
             if interface_cls is None:
                 return non_scriptable_module()
-            # Only a cache miss parses the interface (an owner with the cache warm skips it).
-            # A build-time module's name says nothing of the interface it was made from, so
-            # its cache entry is keyed by the in-memory name too, which does.
+            # An in-memory name is parsed only on a cache miss (an owner with the cache warm
+            # skips it). A build-time module's name says nothing of the interface it was made
+            # from, so its cache entry is keyed by the in-memory name too, which does.
             render = functools.partial(_render, interface_cls, move_tensors)
             key = module_name
             if not in_memory:
@@ -233,12 +227,8 @@ def is_ready(module_name: str, wire: bool = False) -> bool:
     """Whether :func:`ensure_module` would find ``module_name`` loaded and its remote functions
     compiled (their wire twins too with ``wire``), with nothing left to do."""
     module = sys.modules.get(module_name)
-    if module is None:
-        return False
-    if not module_name.startswith(IN_MEMORY_PACKAGE + ".") and not (
-        _is_registered(module) or _is_rendered(module)
-    ):
-        return False  # stale here: ensure_module renders it in memory
+    if module is None or _stale_here(module_name, module):
+        return False  # not loaded, or stale here: ensure_module renders it in memory
     return _compiled.get(module, frozenset()) >= set(_function_lists(wire))
 
 
@@ -289,6 +279,16 @@ def _load_in_memory(
             sys.modules[name] = existing
         raise
     return module
+
+
+def _stale_here(module_name: str, module: types.ModuleType) -> bool:
+    """Whether ``module``, imported as the build-time module ``module_name``, did not register
+    (it is stale in this process) and has not been rendered in memory in its place."""
+    return (
+        not module_name.startswith(IN_MEMORY_PACKAGE + ".")
+        and not _is_registered(module)
+        and not _is_rendered(module)
+    )
 
 
 def _is_rendered(module: types.ModuleType) -> bool:
