@@ -60,3 +60,48 @@ def test_only_torchs_two_messages_are_silenced() -> None:
     assert (UserWarning, "`torch.jit.script` is deprecated") in messages
     deprecations = [m for k, m in messages if k in (DeprecationWarning, FutureWarning)]
     assert sum("`torch.jit.script` is deprecated" in m for m in deprecations) == 1
+
+
+def test_the_notices_are_known_as_torch_words_them() -> None:
+    # on_purpose skips its filter swap where the filters already drop these texts: they must
+    # be torch's own (a new wording would make that check guess).
+    def triple(x: int) -> int:
+        return 3 * x
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.jit.script(triple)
+
+        @torch.jit.interface
+        class _Interface:
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                pass
+
+    notices = [(type(w.message), str(w.message)) for w in caught if "torch.jit." in str(w.message)]
+    assert {text for _, text in notices} == set(torchscript._NOTICE_TEXTS)
+    assert {kind for kind, _ in notices} == set(torchscript._NOTICE_CATEGORIES)
+    assert {w.filename for w in caught} == {torch.jit._script.__file__}
+
+
+def test_no_filter_swap_where_the_filters_already_drop_the_notices() -> None:
+    def quadruple(x: int) -> int:
+        return 4 * x
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for category in (DeprecationWarning, FutureWarning):
+            warnings.filterwarnings("ignore", message="`torch.jit.", category=category)
+        filters = warnings.filters
+        with torchscript.on_purpose():
+            assert warnings.filters is filters  # left as they are
+            torchscript.script(quadruple, "a test")
+            warnings.warn("something else", DeprecationWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["something else"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.filterwarnings(  # one line only: which line torch warns from is not known
+            "ignore", message="`torch.jit.", category=DeprecationWarning, lineno=1
+        )
+        filters = warnings.filters
+        with torchscript.on_purpose():
+            assert warnings.filters is not filters  # swapped for the section

@@ -299,11 +299,11 @@ def _settle_first_call(remote_module: Any, reply: owner.FirstReply) -> Any:
     """Keep the key the owner filed the module under (or its RRef, where it has none) for the
     RemoteModule's later calls, and give back the call's result; where the module could not
     be created, raise that error once, named."""
-    if reply.failure is not None:
-        raise creation_error(remote_module, reply.failure)
-    reference = remote_module.module_rref if reply.key is None else reply.key
-    remote_module.__dict__["_rm_reference"] = reference
-    return reply.result
+    if isinstance(reply, owner.CreationFailure):
+        raise creation_error(remote_module, reply)
+    result, key = reply
+    remote_module.__dict__["_rm_reference"] = remote_module.module_rref if key is None else key
+    return result
 
 
 def creation_error(

@@ -148,8 +148,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         # Short on purpose: torch.jit.script reads and parses __init__'s source on every call.
         # inspect.signature(RemoteModule) shows _construct's signature (set below the class).
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__()
-            self._construct(*args, **kwargs)
+            self._construct(*args, **kwargs)  # calls nn.Module.__init__ once the owner is asked
 
     def _construct(
         self,
@@ -166,23 +165,28 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         args, kwargs = _check_arguments(args, kwargs)
         interface_cls = _pick_interface(type(self), module_interface_cls, _module_interface_cls)
         move_tensors = self._prepare(remote_device, interface_cls, timeout, wire_dtype)
-        module_name = self._generated_module_name(interface_cls, move_tensors)
-        self.__dict__["_rm_creator"] = _callable_name(module_cls)
-        creating = f"RemoteModule: creating {_callable_name(module_cls)}"
         if interface_cls is None:
-            # Asynchronous: a module_cls that fails surfaces on the first call.
-            with _failures_named(creating, repr(self.on)):
-                self.module_rref = rpc.remote(
+            # Asynchronous: a module_cls that fails surfaces on the first call. Sent before
+            # anything else, nn.Module's own set-up included: the owner starts creating while
+            # this side finishes (a first construction's first call waits for the creation).
+            try:
+                self.__dict__["module_rref"] = rpc.remote(
                     self.on,
                     owner.create_module,
                     (module_cls, args, kwargs, self.device),
                     timeout=self.timeout,
                 )
+            except RuntimeError as error:
+                creating = f"RemoteModule: creating {_callable_name(module_cls)}"
+                raise _failure_named(error, creating, repr(self.on)) from error
+            super().__init__()
+            self.__dict__["_rm_creator"] = _callable_name(module_cls)
             self._install(registry.non_scriptable_module())
         else:
             # One round trip: the owner creates (and, for a TorchScript interface, scripts)
-            # the module; meanwhile this side loads the generated module.
+            # the module; meanwhile this side sets itself up and loads the generated module.
             started = time.monotonic()
+            module_name = self._generated_module_name(interface_cls, move_tensors)
             wire = wire_dtype is not None
             creation = (module_cls, args, kwargs, self.device, interface_cls, module_name, wire)
             future = rpc.rpc_async(
@@ -191,13 +195,17 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
                 creation,
                 timeout=0,  # bounded below; the reply carries an RRef (see wait_returning_rrefs)
             )
+            super().__init__()
+            self.__dict__["_rm_creator"] = _callable_name(module_cls)
             self._install(registry.ensure_module(module_name, interface_cls, move_tensors, wire))
+            creating = f"RemoteModule: creating {_callable_name(module_cls)}"
             with _failures_named(creating, repr(self.on)):
                 created = wait_returning_rrefs(future, self.timeout, started)
             if isinstance(created, owner.CreationFailure):
                 raise creation_error(self, created, future_owner=self.on)
-            self.__dict__["module_rref"] = created.module_rref
-            if not created.generated_ready:
+            module_rref, generated_ready = created
+            self.__dict__["module_rref"] = module_rref
+            if not generated_ready:
                 # The owner loads and compiles the generated module while this returns; the
                 # first call (or scripting, or sending this over RPC) waits for it.
                 ask_owner_to_load(self)
@@ -504,7 +512,11 @@ def _failures_named(what: str, owner_name: str) -> Iterator[None]:
     try:
         yield
     except RuntimeError as error:
-        raise RuntimeError(f"{what} on worker {owner_name} failed: {error}") from error
+        raise _failure_named(error, what, owner_name) from error
+
+
+def _failure_named(error: RuntimeError, what: str, owner_name: str) -> RuntimeError:
+    return RuntimeError(f"{what} on worker {owner_name} failed: {error}")
 
 
 def _raise_not_supported(name: str) -> NoReturn:

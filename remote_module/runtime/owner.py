@@ -62,13 +62,10 @@ class CreationFailure(NamedTuple):
     message: str
 
 
-class FirstReply(NamedTuple):
-    """The reply to a RemoteModule's first eager call: the method's result and the module's
-    key in the table (None when it has none), or why the module could not be created."""
-
-    result: Any
-    key: int | None
-    failure: CreationFailure | None = None
+# The reply to a RemoteModule's first eager call: the method's result and the module's key in
+# the table (None when it has none), or why the module could not be created. A plain tuple:
+# a NamedTuple's class travels by name and costs tens of microseconds more to pickle cold.
+FirstReply = tuple[Any, int | None] | CreationFailure
 
 
 # key -> module, held weakly (see the module docstring); keys never repeat.
@@ -89,10 +86,10 @@ def first_call(
     try:
         module = module_rref.local_value()
     except Exception as error:  # the creation failed; the RRef holds its remote error
-        return FirstReply(None, None, _creation_failure(error))
+        return _creation_failure(error)
     key = _register(module)
     reference: Any = module_rref if key is None else key
-    return FirstReply(remote_fn(reference, device, is_device_map_set, *args, **kwargs), key)
+    return remote_fn(reference, device, is_device_map_set, *args, **kwargs), key
 
 
 def module_for(reference: Any) -> Any:
@@ -150,13 +147,10 @@ def create_module(
     return module
 
 
-class Created(NamedTuple):
-    """The reply to a construction with an interface: the module's RRef, and whether this
-    owner already has the generated module loaded and compiled (else the caller asks for it
-    with :func:`ensure_generated_module` before its first call)."""
-
-    module_rref: rpc.RRef[Any]
-    generated_ready: bool
+# The reply to a construction with an interface: the module's RRef, and whether this owner
+# already has the generated module loaded and compiled (else the caller asks for it with
+# :func:`ensure_generated_module` before its first call). A plain tuple, as FirstReply.
+Created = tuple[rpc.RRef[Any], bool]
 
 
 def create_interface_module(
@@ -185,9 +179,9 @@ def create_interface_module(
         return CreationFailure(type(error).__name__, str(error))
     ready = registry.is_ready(module_name, wire)
     if scripted and isinstance(module, torch.jit.ScriptModule):
-        return Created(rpc.RRef(module, interface_cls), ready)
+        return rpc.RRef(module, interface_cls), ready
     # A Protocol interface, or TorchScript disabled (PYTORCH_JIT=0): a plain module.
-    return Created(rpc.RRef(module), ready)
+    return rpc.RRef(module), ready
 
 
 def ensure_generated_module(

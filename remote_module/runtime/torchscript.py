@@ -50,11 +50,68 @@ class TorchScriptUnavailableError(RuntimeError):
 @contextlib.contextmanager
 def on_purpose() -> Iterator[None]:
     """Silence torch's TorchScript deprecation warnings (those two messages only) inside."""
+    with _quiet_lock:
+        dropped = _dropped_already()
+    if dropped:
+        # The process's own filters drop them already (Python's defaults do for torch 2.13's
+        # DeprecationWarning): swapping the filters would cost more than the scripting around
+        # it saves (catch_warnings, and every warning after it re-reading the filters).
+        yield
+        return
     with _quiet_lock, warnings.catch_warnings():
         for message in _DEPRECATION_MESSAGES:
             for category in (DeprecationWarning, FutureWarning):
                 warnings.filterwarnings("ignore", message=message, category=category)
         yield
+
+
+def _notice_categories() -> tuple[type[Warning], ...]:
+    """The category this torch warns with (its warn calls name it), else both."""
+    codes = (torch.jit._script.script.__code__, torch.jit._script.interface.__code__)
+    named = {name for code in codes for name in code.co_names}
+    found = tuple(kind for kind in (DeprecationWarning, FutureWarning) if kind.__name__ in named)
+    return found or (DeprecationWarning, FutureWarning)
+
+
+# Both notices as torch words them, the module they are attributed to, and their category.
+_NOTICE_TEXTS = (
+    "`torch.jit.script` is deprecated. Please switch to `torch.compile` or `torch.export`.",
+    "`torch.jit.interface` is deprecated. Please use `torch.compile` instead.",
+)
+_NOTICE_MODULE = "torch.jit._script"
+_NOTICE_CATEGORIES = _notice_categories()
+
+
+def _dropped_already() -> bool:
+    """Whether the warning filters in force drop both notices, as Python decides it: the first
+    filter that matches wins, else the default action. A filter for one line number is taken
+    as not dropping (which line torch warns from is not known here)."""
+    return all(
+        _action(text, category) == "ignore"
+        for text in _NOTICE_TEXTS
+        for category in _NOTICE_CATEGORIES
+    )
+
+
+def _action(text: str, category: type[Warning]) -> str | None:
+    for action, message, kind, module, lineno in warnings.filters:
+        if (
+            _matches(message, text)
+            and issubclass(category, kind)
+            and _matches(module, _NOTICE_MODULE)
+        ):
+            return action if not lineno else None
+    return warnings.defaultaction  # type: ignore[attr-defined]
+
+
+def _matches(pattern: Any, text: str) -> bool:
+    """A filter's message or module: None (any), a compiled pattern, or (Python's own default
+    filters) a plain string compared as a whole."""
+    if pattern is None:
+        return True
+    if isinstance(pattern, str):
+        return pattern == text
+    return pattern.match(text) is not None
 
 
 def script(obj: T, what: str) -> T:
