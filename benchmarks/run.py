@@ -42,7 +42,9 @@ PACKAGES = ("remote_module", "benchmarks")
 # Per process pair (or single process): start-up, calibration and every repeat.
 PAIR_TIMEOUT_S = {"smoke": 120.0, "full": 400.0}
 FRESH_TIMEOUT_S = {"smoke": 120.0, "full": 180.0}
-FRESH_REPEATS_FACTOR = 2  # one sample per fresh process pair, and those vary more
+# One sample per fresh process pair, and those vary most: four per repeat in a full run (a
+# 4 ms figure whose samples span 3-10 ms), two in a smoke run (which only shows it works).
+FRESH_REPEATS_FACTOR: dict[str, int] = {"smoke": 2, "full": 4}
 
 Samples = dict[str, dict[str, list[float]]]
 
@@ -147,9 +149,9 @@ def _wait_all(
         time.sleep(0.02)
 
 
-def figure_repeats(figure: Figure, repeats: int) -> int:
+def figure_repeats(figure: Figure, repeats: int, size: str) -> int:
     """How many samples each implementation of ``figure`` gets for ``--repeats repeats``."""
-    return FRESH_REPEATS_FACTOR * repeats if figure.launch == "fresh" else repeats
+    return FRESH_REPEATS_FACTOR[size] * repeats if figure.launch == "fresh" else repeats
 
 
 def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
@@ -158,14 +160,24 @@ def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
         return _collect_imports(figure, repeats)
     if figure.launch == "shaped":
         return _collect_shaped(figure, size, repeats, workdir)
-    if figure.launch != "fresh":
+    if figure.launch != "fresh" and not figure.pair_per_repeat:
         samples: Samples = run_workers(
             figure, size, repeats, workdir, figure.name, PAIR_TIMEOUT_S[size]
         )
         return samples
+    if figure.launch != "fresh":  # one repeat per pair, the pairs' samples in order
+        samples = {row.name: {impl: [] for impl in row.impls} for row in figure.rows}
+        for repeat in range(repeats):
+            values = run_workers(
+                figure, size, 1, workdir, f"{figure.name}-{repeat}", PAIR_TIMEOUT_S[size]
+            )
+            for row, by_impl in values.items():
+                for impl, repeat_values in by_impl.items():
+                    samples[row][impl].extend(repeat_values)
+        return samples
     samples = {row.name: {impl: [] for impl in row.impls} for row in figure.rows}
     impls = list(dict.fromkeys(impl for row in figure.rows for impl in row.impls))
-    for repeat in range(figure_repeats(figure, repeats)):
+    for repeat in range(figure_repeats(figure, repeats, size)):
         shift = repeat % len(impls)  # rotating order (A B C, B C A, ...): one fresh pair each
         for impl in impls[shift:] + impls[:shift]:
             values = run_workers(
@@ -271,7 +283,7 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def summarize(figure: Figure, samples: Samples, repeats: int) -> dict[str, Any]:
+def summarize(figure: Figure, samples: Samples, repeats: int, size: str) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     for row in figure.rows:
         measured = samples[row.name]
@@ -305,7 +317,7 @@ def summarize(figure: Figure, samples: Samples, repeats: int) -> dict[str, Any]:
     return {
         "description": figure.description,
         "launch": figure.launch,
-        "repeats": figure_repeats(figure, repeats),
+        "repeats": figure_repeats(figure, repeats, size),
         "rows": rows,
     }
 
@@ -483,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     report["skipped"][figure.name] = str(skipped)
                     print(f"[{figure.name}] skipped: {skipped}", file=sys.stderr, flush=True)
                     continue
-                report["figures"][figure.name] = summarize(figure, samples, repeats)
+                report["figures"][figure.name] = summarize(figure, samples, repeats, args.size)
                 print(
                     f"[{figure.name}] done in {time.monotonic() - figure_start:.1f} s",
                     file=sys.stderr,

@@ -42,6 +42,9 @@ class Figure:
     launch: Launch
     rows: tuple[Row, ...]
     description: str = ""
+    # A ``pair`` figure whose every repeat gets a process pair of its own: where what one pair
+    # happens to be (its threads' cores, its heap) moves a ratio more than the repeats do.
+    pair_per_repeat: bool = False
 
 
 @dataclass(frozen=True)
@@ -261,7 +264,8 @@ FIGURES: tuple[Figure, ...] = (
             ),
         ),
         "constructor and torch.jit.script time on the caller once warm; implementations "
-        "one at a time in rotating order, in one pair",
+        "one at a time in rotating order; a process pair per repeat",
+        pair_per_repeat=True,
     ),
     Figure(
         "jit_loop",
