@@ -198,9 +198,11 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             super().__init__()
             self.__dict__["_rm_creator"] = _callable_name(module_cls)
             self._install(registry.ensure_module(module_name, interface_cls, move_tensors, wire))
-            creating = f"RemoteModule: creating {_callable_name(module_cls)}"
-            with _failures_named(creating, repr(self.on)):
+            try:
                 created = wait_returning_rrefs(future, self.timeout, started)
+            except RuntimeError as error:
+                creating = f"RemoteModule: creating {_callable_name(module_cls)}"
+                raise _failure_named(error, creating, repr(self.on)) from error
             if isinstance(created, owner.CreationFailure):
                 raise creation_error(self, created, future_owner=self.on)
             module_rref, generated_ready = created
@@ -381,18 +383,17 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         """Set the local attributes; returns whether tensors move to a non-CPU device."""
         if not rpc._is_current_rpc_agent_set():
             raise AssertionError("RemoteModule only works in RPC.")
-        parsed = parse_remote_device(remote_device)
-        agent = rpc._get_current_rpc_agent()
+        on, device, off_cpu = _target(remote_device)
         # Plain values: straight into __dict__, past nn.Module.__setattr__'s type checks.
         self.__dict__.update(
-            on=parsed.on,
-            device=str(parsed.device),
-            is_device_map_set=bool(agent._get_device_map(_worker_info(agent, parsed.on))),
+            on=on,
+            device=device,
+            is_device_map_set=_is_device_map_set(on),
             is_scriptable=interface_cls is not None and registry.is_script_interface(interface_cls),
-            timeout=_check_timeout(timeout),
-            wire_dtype=_check_wire_dtype(wire_dtype),
+            timeout=_UNSET_TIMEOUT if timeout is None else _check_timeout(timeout),
+            wire_dtype=None if wire_dtype is None else _check_wire_dtype(wire_dtype),
         )
-        return parsed.device.type != "cpu"
+        return off_cpu
 
     def _generated_module_name(self, interface_cls: Any, move_tensors: bool) -> str:
         if interface_cls is None:
@@ -573,6 +574,8 @@ def _check_wire_dtype(wire_dtype: Any) -> torch.dtype | None:
 
 
 def _check_arguments(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if kwargs is None and type(args) is tuple:
+        return args, {}  # the common case
     if args is None:
         args = ()
     if not isinstance(args, (tuple, list)):
@@ -586,6 +589,41 @@ def _check_arguments(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str,
 
 def _callable_name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
+def _target(remote_device: str) -> tuple[str | int, str, bool]:
+    """The owner, the device's text, and whether it is not the CPU (every construction asks;
+    a program uses a handful of remote devices)."""
+    if type(remote_device) is str:
+        known = _targets.get(remote_device)
+        if known is not None:
+            return known
+    parsed = parse_remote_device(remote_device)
+    target = (parsed.on, str(parsed.device), parsed.device.type != "cpu")
+    if len(_targets) < 256:
+        _targets[remote_device] = target
+    return target
+
+
+_targets: dict[str, tuple[str | int, str, bool]] = {}
+
+
+def _is_device_map_set(on: str | int) -> bool:
+    """Whether the current RPC agent has a device map to ``on`` (which must be a worker): fixed
+    for an agent's lifetime, so asked once per agent and owner."""
+    agent = rpc._get_current_rpc_agent()
+    if _device_maps_of[0] is not agent:
+        _device_maps.clear()
+        _device_maps_of[0] = agent
+    known = _device_maps.get(on)
+    if known is None:
+        known = _device_maps[on] = bool(agent._get_device_map(_worker_info(agent, on)))
+    return known
+
+
+# owner -> whether the agent in _device_maps_of has a device map to it
+_device_maps: dict[str | int, bool] = {}
+_device_maps_of: list[Any] = [None]
 
 
 def _worker_info(agent: Any, on: str | int) -> Any:

@@ -234,8 +234,9 @@ def _plain_module_on_cpu(module: nn.Module) -> bool:
         cls = type(current)
         if cls.to is not nn.Module.to or cls._apply is not nn.Module._apply:
             return False
-        for tensor in itertools.chain(current._parameters.values(), current._buffers.values()):
-            if tensor is not None and tensor.device.type != "cpu":
-                return False
+        for tensors in (current._parameters, current._buffers):
+            for tensor in tensors.values():
+                if tensor is not None and not tensor.is_cpu:
+                    return False
         pending.extend(child for child in current._modules.values() if child is not None)
     return True

@@ -68,6 +68,8 @@ _names: dict[tuple[type, bool], tuple[int, str]] = {}
 # generated module -> which of its lists of remote functions are compiled in this process
 _compiled: weakref.WeakKeyDictionary[types.ModuleType, frozenset[str]] = weakref.WeakKeyDictionary()
 _generation = [0]
+# (module name, wire) -> (generation, module) that is_ready found ready
+_ready: dict[tuple[str, bool], tuple[int, types.ModuleType]] = {}
 
 
 def interface_model(interface_cls: type) -> Interface:
@@ -227,9 +229,15 @@ def is_ready(module_name: str, wire: bool = False) -> bool:
     """Whether :func:`ensure_module` would find ``module_name`` loaded and its remote functions
     compiled (their wire twins too with ``wire``), with nothing left to do."""
     module = sys.modules.get(module_name)
+    known = _ready.get((module_name, wire))
+    if known is not None and known[1] is module and known[0] == _generation[0]:
+        return True  # every construction asks: once ready, while nothing registered since
     if module is None or _stale_here(module_name, module):
         return False  # not loaded, or stale here: ensure_module renders it in memory
-    return _compiled.get(module, frozenset()) >= set(_function_lists(wire))
+    ready = _compiled.get(module, frozenset()) >= set(_function_lists(wire))
+    if ready:
+        _ready[(module_name, wire)] = (_generation[0], module)
+    return ready
 
 
 def _function_lists(wire: bool) -> tuple[str, ...]:

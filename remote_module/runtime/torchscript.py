@@ -85,12 +85,21 @@ _NOTICE_CATEGORIES = _notice_categories()
 def _dropped_already() -> bool:
     """Whether the warning filters in force drop both notices, as Python decides it: the first
     filter that matches wins, else the default action. A filter for one line number is taken
-    as not dropping (which line torch warns from is not known here)."""
-    return all(
+    as not dropping (which line torch warns from is not known here). Remembered for the
+    filters it was worked out for (comparing them is one C-level tuple comparison)."""
+    filters = (tuple(warnings.filters), warnings.defaultaction)  # type: ignore[attr-defined]
+    if _last_decision[0] == filters:
+        return _last_decision[1]
+    dropped = all(
         _action(text, category) == "ignore"
         for text in _NOTICE_TEXTS
         for category in _NOTICE_CATEGORIES
     )
+    _last_decision[:] = [filters, dropped]
+    return dropped
+
+
+_last_decision: list[Any] = [None, False]  # [(filters, default action), dropped]
 
 
 def _action(text: str, category: type[Warning]) -> str | None:
