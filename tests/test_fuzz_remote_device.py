@@ -11,6 +11,7 @@ import torch
 from hypothesis import example, given
 
 from remote_module import RemoteDevice, parse_remote_device
+from remote_module.runtime import module
 from tests.support.expected import REMOTE_DEVICE_FORMAT
 from tests.support.fuzzing import REMOTE_DEVICES, check_parse, fuzz
 
@@ -49,3 +50,26 @@ def test_parse_remote_device_refuses_non_strings(value: Any) -> None:
     with pytest.raises(ValueError, match=re.escape(REMOTE_DEVICE_FORMAT)) as error:
         parse_remote_device(value)
     assert str(value) in str(error.value)
+
+
+@fuzz(400)
+@given(text=REMOTE_DEVICES)
+@example("worker1/cpu")
+@example("/cpu")
+@example("rank:1/cpu")
+@example("w\x00/cpu")
+@example("w\t1/cpu")
+@example("wörker/cpu")
+@example("a/b/cpu")
+def test_a_constructions_target_reads_as_the_parser_does(text: str) -> None:
+    # What a construction reads from remote_device (with a shortcut for "<worker>/cpu"): the
+    # parser's answer, or its error.
+    try:
+        parsed = parse_remote_device(text)
+    except (ValueError, RuntimeError) as error:
+        with pytest.raises(type(error)):
+            module._target(text)
+        return
+    expected = (parsed.on, str(parsed.device), parsed.device.type != "cpu")
+    assert module._target(text) == expected
+    assert module._target(text) == expected  # remembered

@@ -90,6 +90,7 @@ def golden_modules() -> Iterator[dict[str, object]]:
         patch.setattr(registry, "_registered", dict(registry._registered))
         patch.setattr(registry, "_stale", dict(registry._stale))
         patch.setattr(registry, "_names", {})
+        patch.setattr(registry, "_ready", {})
         patch.setattr(
             registry, "_registered_non_scriptable", list(registry._registered_non_scriptable)
         )

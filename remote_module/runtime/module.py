@@ -594,12 +594,20 @@ def _callable_name(fn: Any) -> str:
 def _target(remote_device: str) -> tuple[str | int, str, bool]:
     """The owner, the device's text, and whether it is not the CPU (every construction asks;
     a program uses a handful of remote devices)."""
-    if type(remote_device) is str:
-        known = _targets.get(remote_device)
-        if known is not None:
-            return known
-    parsed = parse_remote_device(remote_device)
-    target = (parsed.on, str(parsed.device), parsed.device.type != "cpu")
+    if type(remote_device) is not str:
+        parse_remote_device(remote_device)  # raises: not a string
+    known = _targets.get(remote_device)
+    if known is not None:
+        return known
+    owner, _, device = remote_device.partition("/")
+    target: tuple[str | int, str, bool]
+    if device == "cpu" and owner and owner.isascii() and owner.isprintable() and ":" not in owner:
+        # "<workername>/cpu", as parse_remote_device reads it, without torch.device and the
+        # parse: in a fresh process they cost more than everything else before the request.
+        target = (owner, "cpu", False)
+    else:
+        parsed = parse_remote_device(remote_device)
+        target = (parsed.on, str(parsed.device), parsed.device.type != "cpu")
     if len(_targets) < 256:
         _targets[remote_device] = target
     return target
