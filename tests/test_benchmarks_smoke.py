@@ -44,7 +44,7 @@ def test_smoke_suite_runs_every_figure(tmp_path: Path) -> None:
     for figure in FIGURES:
         rows = report["figures"][figure.name]["rows"]
         samples_each = report["figures"][figure.name]["repeats"]
-        # Fresh-process figures take one sample per process pair, and more than the repeats.
+        # Fresh-process figures take one sample per process pair, FRESH_REPEATS_FACTOR a repeat.
         fresh = FRESH_REPEATS_FACTOR["smoke"]
         assert samples_each == (fresh if figure.launch == "fresh" else 1), figure.name
         assert set(rows) == {row.name for row in figure.rows}, figure.name
