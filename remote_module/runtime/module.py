@@ -177,8 +177,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
                     timeout=self.timeout,
                 )
             except RuntimeError as error:
-                creating = f"RemoteModule: creating {_callable_name(module_cls)}"
-                raise _failure_named(error, creating, repr(self.on)) from error
+                raise self._creation_failed(error, module_cls) from error
             super().__init__()
             self.__dict__["_rm_creator"] = _callable_name(module_cls)
             self._install(registry.non_scriptable_module())
@@ -201,8 +200,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             try:
                 created = wait_returning_rrefs(future, self.timeout, started)
             except RuntimeError as error:
-                creating = f"RemoteModule: creating {_callable_name(module_cls)}"
-                raise _failure_named(error, creating, repr(self.on)) from error
+                raise self._creation_failed(error, module_cls) from error
             if isinstance(created, owner.CreationFailure):
                 raise creation_error(self, created, future_owner=self.on)
             module_rref, generated_ready = created
@@ -406,6 +404,11 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         for method in methods:
             self.__dict__[method.__name__] = types.MethodType(torch.jit.export(method), self)
         wire.check_attributes(self)
+
+    def _creation_failed(self, error: RuntimeError, module_cls: Any) -> RuntimeError:
+        """An RPC failure of the creation request, naming the creator and the owner."""
+        creating = f"RemoteModule: creating {_callable_name(module_cls)}"
+        return _failure_named(error, creating, repr(self.on))
 
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
         with self._failures_named(method):
