@@ -530,6 +530,8 @@ ALLOWED_CALLS = {
     "_rm.register",
     "_rm.move_to_device",
     "_rm.check_arguments",
+    "_rm.keyed_module",
+    "_rm_module_for_key",
     "_rm_wire_reply.then",
     "isinstance",
     "value.to",
@@ -620,7 +622,8 @@ class _FakeRRef:
 
 
 class _FakeRemoteModule:
-    """What the caller-side stubs read from ``self``."""
+    """What the caller-side stubs read from ``self``; ``reference``: the module's key in its
+    owner's table (calls send the keyed twin), or its RRef (calls send the RRef)."""
 
     module_rref = _FakeRRef()
     device = "cpu"
@@ -628,6 +631,9 @@ class _FakeRemoteModule:
     is_scriptable = True
     timeout = 12.5
     wire_dtype = None
+
+    def __init__(self, reference: Any) -> None:
+        self._rm_reference = reference
 
 
 def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
@@ -649,7 +655,8 @@ def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
         assert not is_async
         return fake_rpc_async(to, name, args, kwargs, timeout)
 
-    fake_self = _FakeRemoteModule()
+    fake_self = _FakeRemoteModule(_FakeRemoteModule.module_rref)
+    keyed_self = _FakeRemoteModule(7)
     stubs = {fn.__name__: fn for fn in generated._generated_methods}
     with (
         mock.patch.object(rpc, "rpc_async", fake_rpc_async),
@@ -699,16 +706,18 @@ def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
                     ((), dict(zip(names, values, strict=True))),
                     (tuple(values[: len(required)]), {}),
                 ]
-                for args, kwargs in calls:
+                keyed = getattr(generated, f"_remote_{name}_keyed")
+                targets = [(fake_self, remote, fake_self.module_rref), (keyed_self, keyed, 7)]
+                for (args, kwargs), (self_, target, reference) in itertools.product(calls, targets):
                     sent.clear()
-                    result = stub(fake_self, *args, **kwargs)
+                    result = stub(self_, *args, **kwargs)
                     if stub_name.endswith("_async"):
                         result = result.wait()
                     assert result == "result"
                     ((to, fn, rpc_args, _kwargs, timeout),) = sent
                     assert (to, timeout) == ("fake-owner", 12.5)
-                    assert fn == torch._jit_internal._qualified_name(remote)
-                    assert rpc_args[:3] == (fake_self.module_rref, "cpu", False)
+                    assert fn == torch._jit_internal._qualified_name(target)
+                    assert rpc_args[:3] == (reference, "cpu", False)
                     expected_args = list(args) + list(kwargs.values())
                     if len(expected_args) < len(values):
                         expected_args += defaults
@@ -995,7 +1004,8 @@ def test_interface_identity_cannot_inject_code(target: str, attribute: str, valu
     calls = {_dotted(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     assert all(
         name in ALLOWED_CALLS
-        or name in ("_rm_module.forward", "_remote_forward", "FuzzPoint", value)
+        # (a type named "\u00aa" is called as "a": Python reads identifiers NFKC-normalised)
+        or name in ("_rm_module.forward", "_remote_forward", "FuzzPoint", _normalized(value))
         or GENERATED_HELPER.fullmatch(name)
         for name in calls
     ), calls

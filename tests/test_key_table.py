@@ -23,6 +23,7 @@ from remote_module.runtime import calls, contract
 from tests.scorer.model import Scorer, ScorerProtocol
 from tests.support import key_table_helpers as helpers
 from tests.support import runtime_helpers
+from tests.support.interfaces import LinearInterface, ScaledLinear, local_scaled
 
 FREED_WITHIN_S = 20.0
 
@@ -185,6 +186,184 @@ def test_keyed_calls_work_under_the_profiler(
     ((fn, args),) = sent
     assert fn is non_scriptable._remote_forward
     assert args[0] == rm.__dict__["_rm_reference"]
+
+
+# --- Scripted modules: Python calls go keyed, TorchScript keeps the RRef ----------------------
+
+
+@pytest.fixture
+def sent_by_name(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
+    """What each Python call of a scripted module sends: the remote function's qualified name
+    and its arguments."""
+    seen: list[tuple[str, tuple[Any, ...]]] = []
+    invoke = calls._invoke_rpc_torchscript
+
+    def spy(to: str, name: str, args: tuple[Any, ...], *rest: Any) -> Any:
+        seen.append((name, args))
+        return invoke(to, name, args, *rest)
+
+    monkeypatch.setattr(calls, "_invoke_rpc_torchscript", spy)
+    return seen
+
+
+def _scripted() -> RemoteModule:
+    return RemoteModule("worker1/cpu", ScaledLinear, (4, 4), module_interface_cls=LinearInterface)
+
+
+def _keyed(rm: RemoteModule, x: Tensor) -> int:
+    """Call ``rm`` until the owner's filing is in and its calls go keyed; its key."""
+    helpers.call_until_keyed(rm, x)
+    key = rm.__dict__["_rm_reference"]
+    assert type(key) is int
+    return key
+
+
+def _held(key: int) -> bool:
+    return bool(rpc.rpc_sync("worker1", helpers.held, (key,), timeout=30))
+
+
+def _wait_until(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + FREED_WITHIN_S
+    while not condition():
+        gc.collect()
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_python_calls_of_a_scripted_module_send_its_key_once_filed(
+    x: Tensor, sent_by_name: list[tuple[str, tuple[Any, ...]]]
+) -> None:
+    rm = _scripted()
+    expected = local_scaled(rm)(x, 2.0)
+    torch.testing.assert_close(rm(x, 2.0), expected)  # the first call: the RRef, and filing
+    (first_name, first_args), *_ = sent_by_name
+    assert first_name.endswith("._remote_forward")
+    assert isinstance(first_args[0], rpc.PyRRef)
+    key = _keyed(rm, x)
+    sent_by_name.clear()
+    torch.testing.assert_close(rm(x, 2.0), expected)
+    torch.testing.assert_close(rm.forward_async(x, scale=2.0).wait(), expected)
+    assert rm.describe("v", 3) == "v3"
+    names = [name.rsplit(".", 1)[1] for name, _ in sent_by_name]
+    assert names == ["_remote_forward_keyed", "_remote_forward_keyed", "_remote_describe_keyed"]
+    for _, args in sent_by_name:
+        assert args[0] == key and type(args[0]) is int
+        assert not any(isinstance(arg, rpc.PyRRef) for arg in args)
+    assert _held(key)
+
+
+def test_scripted_calls_keep_sending_the_rref(x: Tensor) -> None:
+    rm = _scripted()
+    _keyed(rm, x)
+    scripted = torch.jit.script(rm)
+    graph = str(scripted.forward.inlined_graph)
+    assert "prim::rpc_async" in graph
+    assert "_remote_forward_keyed" not in graph and "_remote_forward" in graph
+    torch.testing.assert_close(scripted.forward(x, 2.0), rm(x, 2.0))
+
+
+def test_the_owner_frees_a_scripted_module_after_the_last_holder_goes(x: Tensor) -> None:
+    rm = _scripted()
+    key = _keyed(rm, x)
+    rpc.rpc_sync("worker1", helpers.watch_held, (key,), timeout=30)
+    del rm
+    _wait_until(lambda: not _held(key), f"key {key} still held on the owner")
+    _wait_until(
+        lambda: rpc.rpc_sync("worker1", helpers.freed, (key,), timeout=30),
+        f"the module filed under {key} is still alive on the owner",
+    )
+
+
+def test_a_scripted_module_outlives_its_entry_while_an_rref_to_it_lives(x: Tensor) -> None:
+    rm = _scripted()
+    key = _keyed(rm, x)
+    rpc.rpc_sync("worker1", helpers.watch_held, (key,), timeout=30)
+    other = RemoteModule.init_from_module_rref(
+        "worker1/cpu", rm.get_module_rref(), module_interface_cls=LinearInterface
+    )
+    expected = rm(x)
+    del rm
+    _wait_until(lambda: not _held(key), f"key {key} still held on the owner")
+    assert not rpc.rpc_sync("worker1", helpers.freed, (key,), timeout=30)
+    results = helpers.call_until_keyed(other, x)  # files a key of its own
+    for result in results:
+        torch.testing.assert_close(result, expected)
+    other_key = other.__dict__["_rm_reference"]
+    assert other_key > key
+    del other
+    _wait_until(lambda: not _held(other_key), f"key {other_key} still held on the owner")
+    _wait_until(
+        lambda: rpc.rpc_sync("worker1", helpers.freed, (key,), timeout=30),
+        "the module is still alive on the owner after its last RRef went",
+    )
+
+
+def test_a_keyed_call_after_the_filing_is_gone_fails_clearly(x: Tensor) -> None:
+    rm = _scripted()
+    key = _keyed(rm, x)
+    keyed = rm.generated_methods[0].__globals__["_remote_forward_keyed"]
+    torch.testing.assert_close(rpc.rpc_sync("worker1", keyed, (key, "cpu", False, x, 1.0)), rm(x))
+    del rm
+    _wait_until(lambda: not _held(key), f"key {key} still held on the owner")
+    with pytest.raises(RuntimeError, match=rf"key {key} on this owner is gone"):
+        rpc.rpc_sync("worker1", keyed, (key, "cpu", False, x, 1.0))
+
+
+def test_calls_racing_the_deletion_of_a_keyed_scripted_module(x: Tensor) -> None:
+    """An async call in flight when its RemoteModule goes completes, or fails naming the
+    missing module; it never reaches another module."""
+    outcomes = {"completed": 0, "failed": 0}
+    for _ in range(10):
+        rm = _scripted()
+        expected = local_scaled(rm)(x)
+        _keyed(rm, x)
+        futures = [rm.forward_async(x) for _ in range(4)]
+        del rm
+        for future in futures:
+            try:
+                torch.testing.assert_close(future.wait(), expected)
+                outcomes["completed"] += 1
+            except RuntimeError as error:
+                assert "on this owner is gone" in str(error), error
+                outcomes["failed"] += 1
+    assert sum(outcomes.values()) == 40
+
+
+def test_a_received_scripted_remote_module_files_its_own_key(x: Tensor) -> None:
+    rm = _scripted()
+    key = _keyed(rm, x)
+    expected = rm(x)
+    results = rpc.rpc_sync("worker2", helpers.call_until_keyed, (rm, x), timeout=60)
+    assert len(results) >= 3
+    for result in results:
+        torch.testing.assert_close(result, expected)
+    assert _held(key)
+
+
+def test_distributed_autograd_through_keyed_scripted_calls(x: Tensor) -> None:
+    rm = _scripted()
+    _keyed(rm, x)
+    with dist_autograd.context() as context_id:
+        loss = rm(x, 1.0).sum() + rm.forward_async(x, 1.0).wait().sum()
+        dist_autograd.backward(context_id, [loss])
+        grads = rpc.rpc_sync(
+            "worker1", helpers.owner_script_grads, (rm.get_module_rref(), context_id)
+        )
+    torch.testing.assert_close(grads["linear.weight"], 2 * x.sum(0).expand(4, 4))
+
+
+def test_keyed_scripted_calls_work_under_the_profiler(
+    x: Tensor, sent: list[tuple[Any, tuple[Any, ...]]]
+) -> None:
+    rm = _scripted()
+    key = _keyed(rm, x)
+    expected = rm(x)
+    sent.clear()
+    with torch.autograd.profiler.profile():
+        torch.testing.assert_close(rm(x), expected)
+    ((fn, args),) = sent  # rpc.rpc_async: the path torch's profiler records
+    assert fn.__name__ == "_remote_forward_keyed"
+    assert args[0] == key
 
 
 # --- Errors a caller sees --------------------------------------------------------------------

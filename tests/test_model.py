@@ -99,6 +99,24 @@ class ClashingInterface:
         pass
 
 
+@torch.jit.interface
+class WireClashInterface:
+    def forward(self, x: Tensor) -> Tensor:
+        pass
+
+    def forward_wire(self, x: Tensor) -> Tensor:  # _remote_forward_wire: forward's wire twin
+        pass
+
+
+@torch.jit.interface
+class KeyedClashInterface:
+    def forward(self, x: Tensor) -> Tensor:
+        pass
+
+    def forward_keyed(self, x: Tensor) -> Tensor:  # _remote_forward_keyed: forward's keyed twin
+        pass
+
+
 # TorchScript refuses these at decoration time, so they are typing.Protocol interfaces (the
 # eager family the model also serves).
 class VarArgsStub(Protocol):
@@ -483,6 +501,15 @@ def test_refuses_method_clashing_with_a_generated_twin() -> None:
     message = _refusal(ClashingInterface)
     assert f"{QUALIFIED}ClashingInterface.foo" in message
     assert "'foo_async'" in message
+
+
+@pytest.mark.parametrize(
+    ("interface", "twin"), [(WireClashInterface, "wire"), (KeyedClashInterface, "keyed")]
+)
+def test_refuses_a_remote_function_clashing_with_a_remote_twin(interface: Any, twin: str) -> None:
+    message = _refusal(interface)
+    assert f"{QUALIFIED}{interface.__name__}.forward:" in message
+    assert f"'forward_{twin}'" in message and f"_remote_forward_{twin};" in message
 
 
 # ---------------------------------------------------------------------------------------------

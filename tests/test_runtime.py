@@ -36,6 +36,7 @@ from tests.support.expected import (
     unsupported_method_error,
 )
 from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface, local_scaled
+from tests.support.key_table_helpers import call_until_keyed
 
 pytestmark = pytest.mark.rpc_group(3)  # see tests/conftest.py
 
@@ -709,7 +710,9 @@ def test_calls_under_the_profiler_take_rpcs_own_path(
     monkeypatch: pytest.MonkeyPatch, scaled_rm: RemoteModule, x: torch.Tensor
 ) -> None:
     # Compiled remote functions are sent without rpc.rpc_async's per-call bookkeeping, except
-    # while the autograd profiler runs, which rpc.rpc_async records.
+    # while the autograd profiler runs, which rpc.rpc_async records. (Keyed by then: the
+    # owner's filing, itself an rpc_async, is in.)
+    call_until_keyed(scaled_rm, x)
     sent: list[Any] = []
     rpc_async = rpc.rpc_async
 
@@ -725,7 +728,7 @@ def test_calls_under_the_profiler_take_rpcs_own_path(
     with torch.autograd.profiler.profile():
         torch.testing.assert_close(scaled_rm(x), expected)
         torch.testing.assert_close(scaled_rm.forward_async(x).wait(), expected)
-    assert [fn.__name__ for fn in sent] == ["_remote_forward"] * 2
+    assert [fn.__name__ for fn in sent] == ["_remote_forward_keyed"] * 2
 
 
 @pytest.mark.parametrize("timeout", [-1, 0, "x", True])

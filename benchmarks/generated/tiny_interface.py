@@ -27,8 +27,14 @@ _rm_module_interface_cls = TinyInterface
 # A stale module (another generator version, a changed interface) is not registered: the
 # runtime renders the templates in memory instead. Registering compiles the remote functions
 # (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them.
+# them, their keyed twins when a module is filed for keyed Python calls.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, TinyInterface)
+
+
+@_rm.ignore
+def _rm_module_for_key(key: int) -> TinyInterface:
+    module: TinyInterface = _rm.keyed_module(key)
+    return module
 
 
 def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
@@ -59,6 +65,25 @@ def _remote_forward(
     input: Tensor,
 ) -> Tensor:
     _rm_module: TinyInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.forward(input)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.forward(input)
+    input = _rm_move_8ccc264ac3(input, _rm_target)
+    _rm_result = _rm_module.forward(input)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    input: Tensor,
+) -> Tensor:
+    _rm_module: TinyInterface = _rm_module_for_key(_rm_module_key)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.forward(input)
     _rm_target = torch.device(_rm_device)
@@ -279,6 +304,9 @@ _remote_functions = [
 ]
 _wire_functions = [
     _remote_forward_wire,
+]
+_keyed_functions = [
+    _remote_forward_keyed,
 ]
 
 

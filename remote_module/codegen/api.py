@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from remote_module.codegen.model import (
     INTERNAL_PREFIX,
+    REMOTE_TWIN_SUFFIXES,
     Interface,
     InterfaceKind,
     Method,
@@ -180,7 +181,20 @@ def uses_wire(method: Method) -> bool:
 
 def wire_name(method: Method) -> str:
     """The remote function of ``method`` for RemoteModules with a ``wire_dtype``."""
-    return f"{remote_name(method)}_wire"
+    return f"{remote_name(method)}{REMOTE_TWIN_SUFFIXES[0]}"
+
+
+def keyed_name(method: Method) -> str:
+    """The TorchScript remote function of ``method`` that finds the module by its key in the
+    owner's table (Python calls) instead of through its RRef (TorchScript calls)."""
+    return f"{remote_name(method)}{REMOTE_TWIN_SUFFIXES[1]}"
+
+
+def keyed_bindings(interface: Interface, method: Method) -> tuple[Binding, ...]:
+    """The keyed remote function's parameters: the module's key, then the rest of
+    :func:`remote_bindings`."""
+    key = Binding(f"{INTERNAL_PREFIX}module_key", "int")
+    return (key, *remote_bindings(interface, method)[1:])
 
 
 def script_sender_name(method: Method, future: bool, wire: bool) -> str:

@@ -47,6 +47,9 @@ __all__ = [
 
 # Names the generated code uses for its own parameters, locals and helpers.
 INTERNAL_PREFIX = "_rm_"
+# The remote function of a method ``m`` is ``_remote_m``; its twins add these suffixes (the
+# wire-dtype twin, and the TorchScript family's twin that finds the module by its key).
+REMOTE_TWIN_SUFFIXES = ("_wire", "_keyed")
 
 
 class Kind(enum.Enum):
@@ -469,6 +472,13 @@ def _check_method_names(interface: str, methods: tuple[Method, ...]) -> None:
                 f"{interface}.{method.name}: its generated twin {method.name + '_async'!r} "
                 "clashes with the interface's own method of that name"
             )
+        for suffix in REMOTE_TWIN_SUFFIXES:  # _remote_<name><suffix> is a twin's name
+            if f"{method.name}{suffix}" in names:
+                raise ValueError(
+                    f"{interface}.{method.name}: the remote function of its method "
+                    f"{method.name + suffix!r} would take the name of {method.name!r}'s "
+                    f"{suffix[1:]} twin, _remote_{method.name}{suffix}; rename one of them"
+                )
 
 
 def _check_method_names_against_types(interface: Interface) -> None:

@@ -125,6 +125,8 @@ def _environment() -> jinja2.Environment:
         restorer_name=api.restorer_name,
         uses_wire=api.uses_wire,
         wire_name=api.wire_name,
+        keyed_name=api.keyed_name,
+        keyed_bindings=api.keyed_bindings,
         wire_reply_name=api.wire_reply_name,
         wire_result_name=api.wire_result_name,
         decoder_name=api.decoder_name,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import operator
 import queue
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ import torch
 import torch.distributed.rpc as rpc
 from torch.futures import Future
 
-from remote_module.runtime import owner
+from remote_module.runtime import owner, registry
 
 try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call bookkeeping
     from torch._C._distributed_rpc import _invoke_rpc_torchscript
@@ -269,12 +270,41 @@ def _send_script(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any] | None,
 ) -> Future[Any]:
-    """Send a call of a TorchScript remote function, which takes the module's RRef (a Python
-    function where TorchScript is disabled)."""
-    rpc_args = (*_call_prefix(remote_module), *args)
+    """Send a call of a TorchScript remote function (a Python function where TorchScript is
+    disabled): its keyed twin with the module's key once the owner has filed the module for
+    this RemoteModule, else the function itself with the module's RRef.
+
+    The RRef costs a protocol message of its own on every call (the owner acknowledges the
+    fork it received), about a third of a tiny call. The first Python call that could go
+    keyed asks the owner to file the module (``owner.file_keyed``) beside the call itself,
+    without waiting: a later call finds the reply and goes keyed from then on."""
+    reference = remote_module.__dict__.get("_rm_reference")
+    if reference is None:
+        reference = _adopt_key(remote_module)
+    twin = _keyed_twins.get(remote_fn)
+    if twin is None:
+        twin = _keyed_twins.setdefault(remote_fn, _keyed_twin(remote_fn))
+    if type(reference) is int and twin[0] is not None:
+        keyed_args = (reference, remote_module.device, remote_module.is_device_map_set, *args)
+        return _send_by_name(remote_module, twin[0], twin[1], keyed_args, kwargs)
     script_name = _script_names.get(remote_fn)
     if script_name is None:
         script_name = _script_names.setdefault(remote_fn, _script_name(remote_fn))
+    future = _send_by_name(
+        remote_module, remote_fn, script_name, (*_call_prefix(remote_module), *args), kwargs
+    )
+    if reference is None and twin[0] is not None and "_rm_filing" not in remote_module.__dict__:
+        _ask_owner_to_file(remote_module)
+    return future
+
+
+def _send_by_name(
+    remote_module: Any,
+    remote_fn: Any,
+    script_name: str,
+    rpc_args: tuple[Any, ...],
+    kwargs: Mapping[str, Any] | None,
+) -> Future[Any]:
     if not script_name or torch.autograd._profiler_enabled():  # torch's own path, recorded
         return rpc.rpc_async(
             remote_module.module_rref.owner(),
@@ -293,6 +323,59 @@ def _send_script(
         remote_module.timeout,
         False,
     )
+
+
+def _ask_owner_to_file(remote_module: Any) -> None:
+    """Ask the owner to file the module for this RemoteModule's keyed calls, without waiting.
+    The reply carries the keeper RRef: sent without a deadline, so that a late reply is still
+    unpickled and its keeper released (see :func:`wait_returning_rrefs`)."""
+    generated = remote_module.generated_methods[0].__globals__
+    request = (
+        remote_module.module_rref,
+        generated["__name__"],
+        generated["_rm_module_interface_cls"],
+        bool(generated["MOVES_CPU_TENSORS_TO_DEVICE"]),
+    )
+    remote_module.__dict__["_rm_filing"] = rpc.rpc_async(
+        remote_module.module_rref.owner(), owner.file_keyed, request, timeout=0
+    )
+
+
+def _adopt_key(remote_module: Any) -> int | None:
+    """The module's key once the owner's reply to :func:`_ask_owner_to_file` is in (the
+    keyed twins compiled here, to send calls by name), else None. Where the filing failed,
+    the RemoteModule keeps sending the RRef."""
+    state = remote_module.__dict__
+    filing = state.get("_rm_filing")
+    if filing is None or not filing.done():
+        return None  # not asked yet, or no reply yet
+    # Threads adopting the same reply at once set the same values; the request is forgotten
+    # last, so that none of them asks again meanwhile.
+    try:
+        key, keeper = filing.wait()
+        generated = remote_module.generated_methods[0].__globals__["__name__"]
+        registry.compile_remote_functions(sys.modules[generated], keyed=True)
+    except Exception:  # the module's creation failed, the owner went away: as before
+        state["_rm_reference"] = remote_module.module_rref
+        state.pop("_rm_filing", None)
+        return None
+    state["_rm_keeper"] = keeper
+    state["_rm_reference"] = key
+    state.pop("_rm_filing", None)
+    return int(key)
+
+
+# remote function -> (its keyed twin, that twin's TorchScript qualified name), or
+# (None, "") where it has none (wire functions; eager families)
+_keyed_twins: dict[Any, tuple[Any, str]] = {}
+
+
+def _keyed_twin(remote_fn: Any) -> tuple[Any, str]:
+    module = sys.modules.get(getattr(remote_fn, "__module__", ""))
+    twin = getattr(module, f"{remote_fn.__name__}_keyed", None)
+    if twin is None or twin not in getattr(module, "_keyed_functions", ()):
+        return None, ""
+    return twin, _script_name(twin)
 
 
 def _settle_first_call(remote_module: Any, reply: owner.FirstReply) -> Any:

@@ -10,7 +10,9 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
   and :func:`move_to_device`, :func:`cast_to_wire`, :func:`restore_from_wire` where no
   types are known;
 - :func:`owner_module` in eager remote functions: the module a call names (its key in the
-  owner's table, or its RRef; see ``remote_module.runtime.owner``);
+  owner's table, or its RRef; see ``remote_module.runtime.owner``); :func:`keyed_module` in
+  the TorchScript family's keyed remote functions, through a lookup marked :func:`ignore`
+  (TorchScript calls it in Python): the module filed under a key;
 - :func:`is_scripting`, and :func:`rpc_async` and :func:`fork` in their TorchScript branch:
   torch's own functions (TorchScript knows them by identity), with the types and explicit
   exports torch does not declare;
@@ -39,6 +41,7 @@ from remote_module.runtime.calls import (
     restore_from_wire,
 )
 from remote_module.runtime.module import RemoteModule
+from remote_module.runtime.owner import keyed_module
 from remote_module.runtime.owner import module_for as owner_module
 from remote_module.runtime.registry import check_fresh, register
 
@@ -51,7 +54,9 @@ __all__ = [
     "check_arguments",
     "check_fresh",
     "fork",
+    "ignore",
     "is_scripting",
+    "keyed_module",
     "move_to_device",
     "owner_module",
     "register",
@@ -60,6 +65,7 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
 
@@ -78,7 +84,11 @@ if TYPE_CHECKING:
     def is_scripting() -> bool:
         """``torch.jit.is_scripting``."""
 
+    def ignore(fn: F) -> F:
+        """``torch.jit.ignore``."""
+
 else:
     rpc_async = rpc.rpc_async
     fork = torch.jit.fork
     is_scripting = torch.jit.is_scripting
+    ignore = torch.jit.ignore

@@ -36,6 +36,8 @@ from remote_module.runtime.torchscript import use_script_stubs
 __all__ = ["RemoteModule", "reserved_names"]
 
 _NOT_SUPPORTED = "Method ``{}`` not supported for RemoteModule"
+# What Python calls keep in a RemoteModule's __dict__, which TorchScript never reads.
+_PYTHON_CALL_STATE = ("_rm_reference", "_rm_keeper", "_rm_filing", "_rm_pending")
 _UNSET_TIMEOUT = float(rpc.constants.UNSET_RPC_TIMEOUT)
 
 T = TypeVar("T", bound="RemoteModule")
@@ -329,9 +331,10 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     @property
     def __jit_ignored_attributes__(self) -> list[str]:
         """Attributes ``torch.jit.script`` need not try (and fail) to type on every call: the
-        generated methods, which it compiles from their source anyway, and their list."""
+        generated methods, which it compiles from their source anyway, their list, and the
+        state of Python calls (the key, its keeper, pending requests)."""
         methods = self.__dict__.get("generated_methods", ())
-        return ["generated_methods", *(method.__name__ for method in methods)]
+        return [*_PYTHON_CALL_STATE, "generated_methods", *(m.__name__ for m in methods)]
 
     def __dir__(self) -> list[str]:
         # What the class lists, the RemoteModule's own attributes and its generated methods;

@@ -14,8 +14,17 @@ files the module under a new key and says which; later calls send the key (an in
   never reach another module; a call whose module was freed fails with a RuntimeError that
   says so;
 - a module the owner cannot hold with the RRef's lifetime (the C++ module behind an
-  interface-typed RRef, which gets a new Python wrapper on every access) gets no key, and its
-  RemoteModule keeps sending the RRef.
+  interface-typed RRef, which gets a new Python wrapper on every access) gets no key there,
+  and its RemoteModule keeps sending the RRef.
+
+Scripted modules (a TorchScript interface) are filed the other way, by :func:`file_keyed`:
+Python has no weak reference to the C++ module, so the table holds it strongly, for exactly
+as long as the filing's *keeper* lives: an RRef to a small object of this module's, sent to
+the RemoteModule that asked and held there beside its module RRef. When that RemoteModule
+goes, so does its keeper, and the entry with it; the module itself lives on exactly as long
+as its own RRef. Python calls of a scripted module then run the keyed TorchScript remote
+functions, which find it with :func:`keyed_module`; TorchScript callers keep sending the RRef.
+Keys come from the same counter as above.
 """
 
 from __future__ import annotations
@@ -42,7 +51,9 @@ __all__ = [
     "create_interface_module",
     "create_module",
     "ensure_generated_module",
+    "file_keyed",
     "first_call",
+    "keyed_module",
     "load_state_dict",
     "local_module",
     "module_for",
@@ -103,6 +114,45 @@ def module_for(reference: Any) -> Any:
             )
         return module
     return reference.local_value()
+
+
+# key -> scripted module, held strongly while the filing's keeper lives (see the docstring).
+_held: dict[int, Any] = {}
+
+
+class Keeper:
+    """The value of a filing's keeper RRef: the key it holds in the table, dropped with it."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+
+    def __del__(self) -> None:
+        _held.pop(self.key, None)
+
+
+def file_keyed(
+    module_rref: rpc.RRef[Any], module_name: str, interface_cls: Any, move_tensors: bool
+) -> tuple[int, rpc.RRef[Keeper]]:
+    """File the module behind ``module_rref`` for the keyed remote functions of
+    ``module_name`` (compiled here first): its key, and the keeper that holds it there."""
+    registry.ensure_module(module_name, interface_cls, move_tensors, keyed=True)
+    module = module_rref.local_value()
+    key = next(_keys)
+    _held[key] = module
+    return key, rpc.RRef(Keeper(key))
+
+
+def keyed_module(key: int) -> Any:
+    """The module filed under ``key`` by :func:`file_keyed`."""
+    module = _held.get(key)
+    if module is None:
+        raise RuntimeError(
+            f"RemoteModule: the module filed under key {key} on this owner is gone: the "
+            "RemoteModule that filed it was deleted before this call arrived"
+        )
+    return module
 
 
 def _register(module: Any) -> int | None:

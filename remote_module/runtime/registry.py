@@ -102,12 +102,15 @@ def check_fresh(module_name: str, version: str, fingerprint: str, interface_cls:
     _warn_stale(_stale[key])
 
 
-def compile_remote_functions(module: types.ModuleType, wire: bool = False) -> None:
+def compile_remote_functions(
+    module: types.ModuleType, wire: bool = False, keyed: bool = False
+) -> None:
     """Compile the TorchScript remote functions of a generated module, once per process
     (``wire``: also those that cast to a wire dtype, which only RemoteModules with a
-    ``wire_dtype`` call). The owner runs them; a Python caller reads their schema to send a
-    call by name."""
-    lists = _function_lists(wire)
+    ``wire_dtype`` call; ``keyed``: also those that find the module by its key, which only
+    Python calls of a filed module use). The owner runs them; a Python caller reads their
+    schema to send a call by name."""
+    lists = _function_lists(wire, keyed)
     if _compiled.get(module, frozenset()) >= set(lists):
         return  # every construction asks; once compiled, without taking the lock
     with _lock:
@@ -189,13 +192,17 @@ def non_scriptable_module() -> types.ModuleType:
 
 
 def ensure_module(
-    module_name: str, interface_cls: type | None, move_tensors: bool, wire: bool = False
+    module_name: str,
+    interface_cls: type | None,
+    move_tensors: bool,
+    wire: bool = False,
+    keyed: bool = False,
 ) -> types.ModuleType:
     """The module called ``module_name``, ready to call through: imported when it is
     importable and fresh, otherwise rendered in memory under that same name, so TorchScript's
     qualified names match on the caller and the owner; its TorchScript remote functions
     compiled (both sides need them: the owner runs them, a caller reads their schema), their
-    wire twins too with ``wire``."""
+    wire twins too with ``wire``, their keyed twins with ``keyed``."""
     in_memory = module_name.startswith(IN_MEMORY_PACKAGE + ".")
     with _lock:
         module = sys.modules.get(module_name)
@@ -221,7 +228,7 @@ def ensure_module(
                 model = interface_model(interface_cls)
                 key = f"{module_name}|{in_memory_name(model, move_tensors)}"
             module = _load_in_memory(module_name, render, key, replace=not in_memory)
-        compile_remote_functions(module, wire)
+        compile_remote_functions(module, wire, keyed)
         return module
 
 
@@ -240,8 +247,12 @@ def is_ready(module_name: str, wire: bool = False) -> bool:
     return ready
 
 
-def _function_lists(wire: bool) -> tuple[str, ...]:
-    return ("_remote_functions", "_wire_functions") if wire else ("_remote_functions",)
+def _function_lists(wire: bool, keyed: bool = False) -> tuple[str, ...]:
+    return (
+        "_remote_functions",
+        *(("_wire_functions",) if wire else ()),
+        *(("_keyed_functions",) if keyed else ()),
+    )
 
 
 def in_memory_name(interface: Interface, move_tensors: bool) -> str:

@@ -35,7 +35,8 @@ PICKLED_ATTRIBUTES = (
 # Local state that stays behind: nn.Module's own bookkeeping, the call timeout and wire dtype
 # (a receiver has neither), the remote class's name (cached for repr), the creator's name (for
 # errors), the module's key in the owner's table (a receiver gets a key of its own on its
-# first call) and the owner's pending load of the generated module (waited for before sending).
+# first call) with a scripted module's keeper and pending filing (see runtime.owner), and the
+# owner's pending load of the generated module (waited for before sending).
 MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
 LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {
     "training",
@@ -44,6 +45,8 @@ LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {
     "_remote_type_name",
     "_rm_creator",
     "_rm_reference",
+    "_rm_keeper",
+    "_rm_filing",
     "_rm_pending",
 }
 

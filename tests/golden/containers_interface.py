@@ -31,8 +31,14 @@ _rm_module_interface_cls = ContainersInterface
 # A stale module (another generator version, a changed interface) is not registered: the
 # runtime renders the templates in memory instead. Registering compiles the remote functions
 # (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them.
+# them, their keyed twins when a module is filed for keyed Python calls.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, ContainersInterface)
+
+
+@_rm.ignore
+def _rm_module_for_key(key: int) -> ContainersInterface:
+    module: ContainersInterface = _rm.keyed_module(key)
+    return module
 
 
 def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
@@ -235,6 +241,34 @@ def _remote_forward(
     count: int | None,
 ) -> Stats:
     _rm_module: ContainersInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.forward(x, many, table, pair, maybe, count)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.forward(x, many, table, pair, maybe, count)
+    x = _rm_move_8ccc264ac3(x, _rm_target)
+    many = _rm_move_68622c665b(many, _rm_target)
+    table = _rm_move_596943357c(table, _rm_target)
+    pair = _rm_move_01528b6679(pair, _rm_target)
+    maybe = _rm_move_cfba729138(maybe, _rm_target)
+    _rm_result = _rm_module.forward(x, many, table, pair, maybe, count)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_b4a7365740(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> Stats:
+    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.forward(x, many, table, pair, maybe, count)
     _rm_target = torch.device(_rm_device)
@@ -627,6 +661,17 @@ def _remote_boxed(
     return _rm_module.boxed(box, tag)
 
 
+def _remote_boxed_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    box: Box,
+    tag: str,
+) -> Box:
+    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_module.boxed(box, tag)
+
+
 _rm_boxed_hints = (("box", Box), ("tag", str, "b"))
 
 
@@ -711,6 +756,26 @@ def _remote_nested(
     keys: list[str],
 ) -> tuple[list[Tensor], Stats]:
     _rm_module: ContainersInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.nested(batches, keys)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.nested(batches, keys)
+    batches = _rm_move_f883a4c6d3(batches, _rm_target)
+    _rm_result = _rm_module.nested(batches, keys)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_2c395a2aa3(_rm_result, torch.device("cpu"))
+
+
+def _remote_nested_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[list[Tensor], Stats]:
+    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.nested(batches, keys)
     _rm_target = torch.device(_rm_device)
@@ -979,6 +1044,11 @@ _remote_functions = [
 _wire_functions = [
     _remote_forward_wire,
     _remote_nested_wire,
+]
+_keyed_functions = [
+    _remote_forward_keyed,
+    _remote_boxed_keyed,
+    _remote_nested_keyed,
 ]
 
 

@@ -27,13 +27,19 @@ _rm_module_interface_cls = MultiMethodInterface
 # A stale module (another generator version, a changed interface) is not registered: the
 # runtime renders the templates in memory instead. Registering compiles the remote functions
 # (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them.
+# them, their keyed twins when a module is filed for keyed Python calls.
 _rm.check_fresh(
     __name__,
     GENERATOR_VERSION,
     INTERFACE_FINGERPRINT,
     MultiMethodInterface,
 )
+
+
+@_rm.ignore
+def _rm_module_for_key(key: int) -> MultiMethodInterface:
+    module: MultiMethodInterface = _rm.keyed_module(key)
+    return module
 
 
 def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
@@ -66,6 +72,27 @@ def _remote_forward(
     label: str,
 ) -> Tensor:
     _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.forward(x, scale, label)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.forward(x, scale, label)
+    x = _rm_move_8ccc264ac3(x, _rm_target)
+    _rm_result = _rm_module.forward(x, scale, label)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> Tensor:
+    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.forward(x, scale, label)
     _rm_target = torch.device(_rm_device)
@@ -330,6 +357,15 @@ def _remote_step_count(
     return _rm_module.step_count()
 
 
+def _remote_step_count_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> int:
+    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_module.step_count()
+
+
 _rm_step_count_hints = ()
 
 
@@ -419,6 +455,18 @@ def _remote_describe(
     flags: tuple[bool, int],
 ) -> str:
     _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
+    return _rm_module.describe(prefix, times, flags)
+
+
+def _remote_describe_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    prefix: str,
+    times: int,
+    flags: tuple[bool, int],
+) -> str:
+    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
     return _rm_module.describe(prefix, times, flags)
 
 
@@ -561,6 +609,11 @@ _remote_functions = [
 ]
 _wire_functions = [
     _remote_forward_wire,
+]
+_keyed_functions = [
+    _remote_forward_keyed,
+    _remote_step_count_keyed,
+    _remote_describe_keyed,
 ]
 
 

@@ -34,3 +34,45 @@ def owner_grads(module_rref: Any, context_id: int) -> dict[str, Tensor]:
     gradients = dist_autograd.get_gradients(context_id)
     module = module_rref.local_value()
     return {name: gradients[param] for name, param in module.named_parameters()}
+
+
+# key -> a weak reference to a parameter of the scripted module filed under it (the C++
+# module has no weak reference of its own; its parameters die with it)
+_watched: dict[int, Any] = {}
+
+
+def held(key: int) -> bool:
+    """Whether the owner's table of scripted modules still holds ``key``."""
+    return key in owner._held
+
+
+def watch_held(key: int) -> None:
+    """Watch the scripted module filed under ``key``, to tell later whether it was freed."""
+    module = torch.jit._recursive.wrap_cpp_module(owner._held[key])
+    _watched[key] = torch._C._WeakTensorRef(next(module.parameters()))
+
+
+def freed(key: int) -> bool:
+    """Whether the scripted module watched under ``key`` is gone from this process."""
+    return bool(_watched[key].expired())
+
+
+def owner_script_grads(module_rref: Any, context_id: int) -> dict[str, Tensor]:
+    """:func:`owner_grads` for a scripted module (an interface-typed RRef)."""
+    gradients = dist_autograd.get_gradients(context_id)
+    module = owner.local_module(module_rref)
+    return {name: gradients[param] for name, param in module.named_parameters()}
+
+
+def call_until_keyed(remote_module: Any, x: Tensor, within_s: float = 20.0) -> list[Tensor]:
+    """On a receiver: call ``remote_module`` until its calls go keyed; every result."""
+    import time
+
+    results = [remote_module(x)]
+    deadline = time.monotonic() + within_s
+    while type(remote_module.__dict__.get("_rm_reference")) is not int:
+        assert time.monotonic() < deadline, "the owner never filed the module"
+        time.sleep(0.01)
+        results.append(remote_module(x))
+    results.append(remote_module(x))
+    return results

@@ -27,13 +27,19 @@ _rm_module_interface_cls = EmbeddingBagInterface
 # A stale module (another generator version, a changed interface) is not registered: the
 # runtime renders the templates in memory instead. Registering compiles the remote functions
 # (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them.
+# them, their keyed twins when a module is filed for keyed Python calls.
 _rm.check_fresh(
     __name__,
     GENERATOR_VERSION,
     INTERFACE_FINGERPRINT,
     EmbeddingBagInterface,
 )
+
+
+@_rm.ignore
+def _rm_module_for_key(key: int) -> EmbeddingBagInterface:
+    module: EmbeddingBagInterface = _rm.keyed_module(key)
+    return module
 
 
 def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
@@ -65,6 +71,27 @@ def _remote_forward(
     offsets: Tensor,
 ) -> Tensor:
     _rm_module: EmbeddingBagInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.forward(indices, offsets)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.forward(indices, offsets)
+    indices = _rm_move_8ccc264ac3(indices, _rm_target)
+    offsets = _rm_move_8ccc264ac3(offsets, _rm_target)
+    _rm_result = _rm_module.forward(indices, offsets)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    indices: Tensor,
+    offsets: Tensor,
+) -> Tensor:
+    _rm_module: EmbeddingBagInterface = _rm_module_for_key(_rm_module_key)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.forward(indices, offsets)
     _rm_target = torch.device(_rm_device)
@@ -315,6 +342,15 @@ def _remote_weight_norm(
     return _rm_module.weight_norm()
 
 
+def _remote_weight_norm_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> float:
+    _rm_module: EmbeddingBagInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_module.weight_norm()
+
+
 _rm_weight_norm_hints = ()
 
 
@@ -407,6 +443,10 @@ _remote_functions = [
 ]
 _wire_functions = [
     _remote_forward_wire,
+]
+_keyed_functions = [
+    _remote_forward_keyed,
+    _remote_weight_norm_keyed,
 ]
 
 

@@ -28,8 +28,14 @@ _rm_module_interface_cls = ScorerInterface
 # A stale module (another generator version, a changed interface) is not registered: the
 # runtime renders the templates in memory instead. Registering compiles the remote functions
 # (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them.
+# them, their keyed twins when a module is filed for keyed Python calls.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, ScorerInterface)
+
+
+@_rm.ignore
+def _rm_module_for_key(key: int) -> ScorerInterface:
+    module: ScorerInterface = _rm.keyed_module(key)
+    return module
 
 
 def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
@@ -214,6 +220,26 @@ def _remote_forward(
     scale: float,
 ) -> Scored:
     _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.forward(x, scale)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.forward(x, scale)
+    x = _rm_move_8ccc264ac3(x, _rm_target)
+    _rm_result = _rm_module.forward(x, scale)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_079794b43e(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+) -> Scored:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.forward(x, scale)
     _rm_target = torch.device(_rm_device)
@@ -463,6 +489,15 @@ def _remote_stats(
     return _rm_module.stats()
 
 
+def _remote_stats_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> dict[str, float]:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_module.stats()
+
+
 _rm_stats_hints = ()
 
 
@@ -539,6 +574,26 @@ def _remote_top(
     k: int,
 ) -> list[Scored]:
     _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.top(x, k)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.top(x, k)
+    x = _rm_move_8ccc264ac3(x, _rm_target)
+    _rm_result = _rm_module.top(x, k)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_199862e712(_rm_result, torch.device("cpu"))
+
+
+def _remote_top_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    k: int,
+) -> list[Scored]:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.top(x, k)
     _rm_target = torch.device(_rm_device)
@@ -767,6 +822,26 @@ def _remote_best(
     threshold: float | None,
 ) -> Scored | None:
     _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.best(x, threshold)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.best(x, threshold)
+    x = _rm_move_8ccc264ac3(x, _rm_target)
+    _rm_result = _rm_module.best(x, threshold)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_cb342eb8ed(_rm_result, torch.device("cpu"))
+
+
+def _remote_best_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    threshold: float | None,
+) -> Scored | None:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.best(x, threshold)
     _rm_target = torch.device(_rm_device)
@@ -1024,6 +1099,25 @@ def _remote_table(
     return _rm_move_c0c56958f6(_rm_result, torch.device("cpu"))
 
 
+def _remote_table_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> dict[str, Scored]:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.table(x)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.table(x)
+    x = _rm_move_8ccc264ac3(x, _rm_target)
+    _rm_result = _rm_module.table(x)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_c0c56958f6(_rm_result, torch.device("cpu"))
+
+
 def _remote_table_wire(
     _rm_module_rref: RRef[ScorerInterface],
     _rm_device: str,
@@ -1235,6 +1329,25 @@ def _remote_pair(
     x: Tensor,
 ) -> tuple[Scored, Tensor]:
     _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+        return _rm_module.pair(x)
+    _rm_target = torch.device(_rm_device)
+    if _rm_target.type == "cpu":
+        return _rm_module.pair(x)
+    x = _rm_move_8ccc264ac3(x, _rm_target)
+    _rm_result = _rm_module.pair(x)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_35a65980ae(_rm_result, torch.device("cpu"))
+
+
+def _remote_pair_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> tuple[Scored, Tensor]:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
     if _rm_device == "cpu":  # the common case, without parsing a device on every call
         return _rm_module.pair(x)
     _rm_target = torch.device(_rm_device)
@@ -1473,6 +1586,14 @@ _wire_functions = [
     _remote_best_wire,
     _remote_table_wire,
     _remote_pair_wire,
+]
+_keyed_functions = [
+    _remote_forward_keyed,
+    _remote_stats_keyed,
+    _remote_top_keyed,
+    _remote_best_keyed,
+    _remote_table_keyed,
+    _remote_pair_keyed,
 ]
 
 
