@@ -51,12 +51,16 @@ def _filed(key: int) -> bool:
     return bool(rpc.rpc_sync("worker1", helpers.filed, (key,), timeout=30))
 
 
-def _wait_until_freed(key: int) -> None:
+def _wait_until(condition: Any, what: str) -> None:
     deadline = time.monotonic() + FREED_WITHIN_S
-    while _filed(key):
+    while not condition():
         gc.collect()
-        assert time.monotonic() < deadline, f"module {key} still filed on its owner"
+        assert time.monotonic() < deadline, what
         time.sleep(0.05)
+
+
+def _wait_until_freed(key: int) -> None:
+    _wait_until(lambda: not _filed(key), f"module {key} still filed on its owner")
 
 
 def _key(rm: RemoteModule, x: Tensor) -> int:
@@ -220,14 +224,6 @@ def _keyed(rm: RemoteModule, x: Tensor) -> int:
 
 def _held(key: int) -> bool:
     return bool(rpc.rpc_sync("worker1", helpers.held, (key,), timeout=30))
-
-
-def _wait_until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + FREED_WITHIN_S
-    while not condition():
-        gc.collect()
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def test_python_calls_of_a_scripted_module_send_its_key_once_filed(

@@ -371,10 +371,12 @@ _keyed_twins: dict[Any, tuple[Any, str]] = {}
 
 
 def _keyed_twin(remote_fn: Any) -> tuple[Any, str]:
+    """A generated module lists each remote function's keyed twin at its own index."""
     module = sys.modules.get(getattr(remote_fn, "__module__", ""))
-    twin = getattr(module, f"{remote_fn.__name__}_keyed", None)
-    if twin is None or twin not in getattr(module, "_keyed_functions", ()):
+    plain = getattr(module, "_remote_functions", ())
+    if remote_fn not in plain:
         return None, ""
+    twin = module._keyed_functions[plain.index(remote_fn)]  # type: ignore[union-attr]
     return twin, _script_name(twin)
 
 

@@ -1045,7 +1045,7 @@ _wire_functions = [
     _remote_forward_wire,
     _remote_nested_wire,
 ]
-_keyed_functions = [
+_keyed_functions = [  # in the order of _remote_functions: the keyed twin of each
     _remote_forward_keyed,
     _remote_boxed_keyed,
     _remote_nested_keyed,

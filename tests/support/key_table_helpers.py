@@ -1,5 +1,6 @@
 """Functions the key-table tests run on the owner (importable on every worker)."""
 
+import time
 from typing import Any
 
 import torch
@@ -66,8 +67,6 @@ def owner_script_grads(module_rref: Any, context_id: int) -> dict[str, Tensor]:
 
 def call_until_keyed(remote_module: Any, x: Tensor, within_s: float = 20.0) -> list[Tensor]:
     """On a receiver: call ``remote_module`` until its calls go keyed; every result."""
-    import time
-
     results = [remote_module(x)]
     deadline = time.monotonic() + within_s
     while type(remote_module.__dict__.get("_rm_reference")) is not int:

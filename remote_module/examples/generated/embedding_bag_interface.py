@@ -444,7 +444,7 @@ _remote_functions = [
 _wire_functions = [
     _remote_forward_wire,
 ]
-_keyed_functions = [
+_keyed_functions = [  # in the order of _remote_functions: the keyed twin of each
     _remote_forward_keyed,
     _remote_weight_norm_keyed,
 ]

@@ -1587,7 +1587,7 @@ _wire_functions = [
     _remote_table_wire,
     _remote_pair_wire,
 ]
-_keyed_functions = [
+_keyed_functions = [  # in the order of _remote_functions: the keyed twin of each
     _remote_forward_keyed,
     _remote_stats_keyed,
     _remote_top_keyed,
