@@ -42,7 +42,7 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module.runtime import registry
-from remote_module.runtime.torchscript import script
+from remote_module.runtime.torchscript import script_module
 
 __all__ = [
     "Created",
@@ -224,7 +224,7 @@ def create_interface_module(
     try:
         module = create_module(module_cls, args, kwargs, device)
         if scripted and not isinstance(module, torch.jit.ScriptModule):
-            module = script(module, f"scripting {type(module).__qualname__} on its owner")
+            module = script_module(module, f"scripting {type(module).__qualname__} on its owner")
     except Exception as error:
         return CreationFailure(type(error).__name__, str(error))
     ready = registry.is_ready(module_name, wire)
