@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -246,6 +247,36 @@ def test_python_calls_of_a_scripted_module_send_its_key_once_filed(
         assert args[0] == key and type(args[0]) is int
         assert not any(isinstance(arg, rpc.PyRRef) for arg in args)
     assert _held(key)
+
+
+@pytest.fixture
+def slow_filings() -> Iterator[float]:
+    """The owner's filings take this many seconds longer than a call."""
+    delay_s = 1.0
+    rpc.rpc_sync("worker1", helpers.slow_filings, (delay_s,), timeout=30)
+    yield delay_s
+    rpc.rpc_sync("worker1", helpers.slow_filings, (0.0,), timeout=30)
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+def test_the_call_that_asks_for_a_filing_waits_for_its_reply(
+    x: Tensor, slow_filings: float, call: str
+) -> None:
+    """The filing's reply carries the keeper RRef; one still in flight when the program goes
+    on to ``rpc.shutdown()`` would reach a shut RRef context and leave the owner waiting 100 s
+    for the keeper at its own shutdown. So the call that asked returns once it is in."""
+    rm = _scripted()
+    started = time.monotonic()
+    if call == "sync":
+        torch.testing.assert_close(rm(x, 2.0), local_scaled(rm)(x, 2.0))
+    else:
+        future = rm.forward_async(x, scale=2.0)
+        torch.testing.assert_close(future.wait(), local_scaled(rm)(x, 2.0))
+    assert time.monotonic() - started >= slow_filings
+    filing = rm.__dict__.get("_rm_filing")
+    assert filing is None or filing.done()
+    rm(x, 2.0)  # adopts the key: nothing is in flight, and calls go keyed
+    assert "_rm_filing" not in rm.__dict__ and type(rm.__dict__["_rm_reference"]) is int
 
 
 def test_scripted_calls_keep_sending_the_rref(x: Tensor) -> None:

@@ -11,6 +11,7 @@ import builtins
 import operator
 import queue
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -73,11 +74,13 @@ def call(
     kwargs: Mapping[str, Any] | None = None,
 ) -> R:
     """Run ``method`` on the owner and wait for its result."""
-    future, first = _send(remote_module, method, remote_fn, args, hints, kwargs)
+    future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs)
     try:
         result = future.wait()
     except RuntimeError as error:
         raise _named(error, remote_module, method) from error
+    if filing is not None:
+        _await_filing(remote_module, filing)
     return _settle_first_call(remote_module, result) if first else result
 
 
@@ -95,10 +98,11 @@ def call_async(
     :func:`call`, naming the owner and the method (a timeout's own text names neither).
     Without one it is torch's future itself, at the cost of a bare ``rpc_async``: its errors
     are torch's own, and the RPC default timeout applies. A RemoteModule's first eager call
-    is chained either way (its reply carries the module's key).
+    is chained either way (its reply carries the module's key), and so is the call that asks
+    the owner to file a scripted module (see :func:`_await_filing`).
     """
-    future, first = _send(remote_module, method, remote_fn, args, hints, kwargs)
-    if not first and remote_module.timeout < 0:  # rpc.constants.UNSET_RPC_TIMEOUT
+    future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs)
+    if not first and filing is None and remote_module.timeout < 0:  # UNSET_RPC_TIMEOUT
         return future
     result: Future[R] = Future()
 
@@ -113,8 +117,42 @@ def call_async(
         except Exception as error:
             result.set_exception(error)  # type: ignore[arg-type]
 
-    future.add_done_callback(settle)
+    if filing is None:
+        future.add_done_callback(settle)
+    else:
+        _when_both_done(future, filing, lambda: settle(future))
     return result
+
+
+def _await_filing(remote_module: Any, filing: Future[Any]) -> None:
+    """Hold a call that asked the owner to file its module until the owner's reply is in (or
+    the RemoteModule's timeout passes; a filing that fails or is late leaves the RemoteModule
+    on the RRef path). The reply carries the keeper RRef: one that arrived after the program
+    had gone on to ``rpc.shutdown()`` would reach an RRef context already shut, its keeper's
+    deletion never sent, and the owner would wait out torch's 100 s for that RRef at its own
+    shutdown. A call's caller holds its result, so waiting for the call is waiting for this
+    too. The owner files while it runs the call; this waits longer only while it compiles
+    the keyed functions, once per owner process and interface."""
+    try:
+        wait_returning_rrefs(filing, remote_module.timeout, time.monotonic())
+    except Exception:  # a failed filing is adopted (and dropped) at the next call
+        pass
+
+
+def _when_both_done(first: Future[Any], second: Future[Any], then: Callable[[], None]) -> None:
+    """Run ``then`` once both futures are done (in the callback of whichever is last)."""
+    remaining = [2]
+    lock = threading.Lock()
+
+    def one_done(_: Future[Any]) -> None:
+        with lock:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        if last:
+            then()
+
+    first.add_done_callback(one_done)
+    second.add_done_callback(one_done)
 
 
 def ask_owner_to_load(remote_module: Any) -> None:
@@ -235,9 +273,10 @@ def _send(
     args: tuple[Any, ...],
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None,
-) -> tuple[Future[Any], bool]:
-    """Send the call; returns its future and whether it is the RemoteModule's first eager
-    call (whose reply is an ``owner.FirstReply``)."""
+) -> tuple[Future[Any], bool, Future[Any] | None]:
+    """Send the call; returns its future, whether it is the RemoteModule's first eager call
+    (whose reply is an ``owner.FirstReply``), and the request to file a scripted module
+    that this call sent beside it, if any."""
     if hints is not None and _type_checking[0]:
         _check_arguments(method, args, hints)
     if "_rm_pending" in remote_module.__dict__:  # a first construction's owner is still loading
@@ -245,7 +284,7 @@ def _send(
     module_rref = remote_module.module_rref
     try:
         if remote_module.is_scriptable:  # TorchScript remote functions take the RRef
-            return _send_script(remote_module, remote_fn, args, kwargs), False
+            return _send_script(remote_module, remote_fn, args, kwargs)
         # A Python remote function: the module's key in the owner's table once it has one,
         # else a first call that sends the RRef and gets the key back (see runtime.owner).
         reference = remote_module.__dict__.get("_rm_reference")
@@ -254,12 +293,12 @@ def _send(
             future = rpc.rpc_async(
                 module_rref.owner(), owner.first_call, first_args, kwargs, remote_module.timeout
             )
-            return future, True
+            return future, True, None
         rpc_args = (reference, remote_module.device, remote_module.is_device_map_set, *args)
         future = rpc.rpc_async(
             module_rref.owner(), remote_fn, rpc_args, kwargs, timeout=remote_module.timeout
         )
-        return future, False
+        return future, False, None
     except RuntimeError as error:
         raise _named(error, remote_module, method) from error
 
@@ -269,15 +308,16 @@ def _send_script(
     remote_fn: Any,
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any] | None,
-) -> Future[Any]:
+) -> tuple[Future[Any], bool, Future[Any] | None]:
     """Send a call of a TorchScript remote function (a Python function where TorchScript is
     disabled): its keyed twin with the module's key once the owner has filed the module for
     this RemoteModule, else the function itself with the module's RRef.
 
     The RRef costs a protocol message of its own on every call (the owner acknowledges the
     fork it received), about a third of a tiny call. The first Python call that could go
-    keyed asks the owner to file the module (``owner.file_keyed``) beside the call itself,
-    without waiting: a later call finds the reply and goes keyed from then on."""
+    keyed asks the owner to file the module (``owner.file_keyed``) beside the call itself;
+    the call waits for that reply too (:func:`_await_filing`), and later calls go keyed.
+    Returns what :func:`_send` does."""
     reference = remote_module.__dict__.get("_rm_reference")
     if reference is None:
         reference = _adopt_key(remote_module)
@@ -286,16 +326,17 @@ def _send_script(
         twin = _keyed_twins.setdefault(remote_fn, _keyed_twin(remote_fn))
     if type(reference) is int and twin[0] is not None:
         keyed_args = (reference, remote_module.device, remote_module.is_device_map_set, *args)
-        return _send_by_name(remote_module, twin[0], twin[1], keyed_args, kwargs)
+        return _send_by_name(remote_module, twin[0], twin[1], keyed_args, kwargs), False, None
     script_name = _script_names.get(remote_fn)
     if script_name is None:
         script_name = _script_names.setdefault(remote_fn, _script_name(remote_fn))
     future = _send_by_name(
         remote_module, remote_fn, script_name, (*_call_prefix(remote_module), *args), kwargs
     )
+    filing = None
     if reference is None and twin[0] is not None and "_rm_filing" not in remote_module.__dict__:
-        _ask_owner_to_file(remote_module)
-    return future
+        filing = _ask_owner_to_file(remote_module)
+    return future, False, filing
 
 
 def _send_by_name(
@@ -325,10 +366,10 @@ def _send_by_name(
     )
 
 
-def _ask_owner_to_file(remote_module: Any) -> None:
-    """Ask the owner to file the module for this RemoteModule's keyed calls, without waiting.
-    The reply carries the keeper RRef: sent without a deadline, so that a late reply is still
-    unpickled and its keeper released (see :func:`wait_returning_rrefs`)."""
+def _ask_owner_to_file(remote_module: Any) -> Future[Any]:
+    """Ask the owner to file the module for this RemoteModule's keyed calls; the request's
+    future. The reply carries the keeper RRef: sent without a deadline, so that a late reply
+    is still unpickled and its keeper released (see :func:`wait_returning_rrefs`)."""
     generated = remote_module.generated_methods[0].__globals__
     request = (
         remote_module.module_rref,
@@ -336,9 +377,9 @@ def _ask_owner_to_file(remote_module: Any) -> None:
         generated["_rm_module_interface_cls"],
         bool(generated["MOVES_CPU_TENSORS_TO_DEVICE"]),
     )
-    remote_module.__dict__["_rm_filing"] = rpc.rpc_async(
-        remote_module.module_rref.owner(), owner.file_keyed, request, timeout=0
-    )
+    filing = rpc.rpc_async(remote_module.module_rref.owner(), owner.file_keyed, request, timeout=0)
+    remote_module.__dict__["_rm_filing"] = filing
+    return filing
 
 
 def _adopt_key(remote_module: Any) -> int | None:

@@ -75,3 +75,16 @@ def call_until_keyed(remote_module: Any, x: Tensor, within_s: float = 20.0) -> l
         results.append(remote_module(x))
     results.append(remote_module(x))
     return results
+
+
+_file_keyed = owner.file_keyed
+
+
+def slow_filings(delay_s: float) -> None:
+    """Make the owner's ``file_keyed`` take ``delay_s`` longer (0: as it is)."""
+
+    def slow(*args: Any) -> Any:
+        time.sleep(delay_s)
+        return _file_keyed(*args)
+
+    owner.file_keyed = slow if delay_s else _file_keyed  # type: ignore[assignment]
