@@ -297,18 +297,21 @@ def _script_module(module: torch.nn.Module) -> Any:
 def _check_attributes(module: torch.nn.Module) -> bool:
     """torch's check of the annotations in ``__init__`` (it warns of those TorchScript cannot
     initialise, or raises); whether it passed without a word, so need not run again."""
-    with _quiet_lock, warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        _PIPELINE["AttributeTypeIsSupportedChecker"]().check(module)
-    for warning in said:  # said again, outside the recording, as torch would have
-        warnings.warn_explicit(
-            warning.message,
-            warning.category,
-            warning.filename,
-            warning.lineno,
-            registry=_check_warnings_registry,  # so "default" says each once, as for torch's
-            source=warning.source,
-        )
+    said: list[warnings.WarningMessage] = []
+    try:
+        with _quiet_lock, warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            _PIPELINE["AttributeTypeIsSupportedChecker"]().check(module)
+    finally:
+        for warning in said:  # said again, outside the recording, as torch would have
+            warnings.warn_explicit(
+                warning.message,
+                warning.category,
+                warning.filename,
+                warning.lineno,
+                registry=_check_warnings_registry,  # "default" says each once, as for torch's
+                source=warning.source,
+            )
     return not said
 
 
