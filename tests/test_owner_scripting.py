@@ -124,9 +124,10 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Tensor]] = {
 
 
 @pytest.fixture
-def infer_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[nn.Module]]:
-    """The modules torch's own method search runs for, and its attribute check, in order."""
-    calls: list[nn.Module] = []
+def infer_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """The modules torch's own method search runs for, and ``("check", class)`` for each run
+    of its attribute check, in order."""
+    calls: list[Any] = []
     infer = torchscript._PIPELINE["infer_methods_to_compile"]
     checker = torchscript._PIPELINE["AttributeTypeIsSupportedChecker"]
 
@@ -136,7 +137,7 @@ def infer_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[nn.Module]]:
 
     class CountedChecker(checker):  # type: ignore[misc,valid-type]
         def check(self, module: nn.Module) -> None:
-            calls.append(("check", type(module)))  # type: ignore[arg-type]
+            calls.append(("check", type(module)))
             super().check(module)
 
     pipeline = dict(torchscript._PIPELINE)
