@@ -24,6 +24,7 @@ import remote_module
 from benchmarks import interfaces
 from benchmarks.interfaces import TINY_FEATURES, TinyInterface, UngeneratedTinyInterface
 from benchmarks.spec import FLOOR, FLOOR_RREF, OURS, UPSTREAM, WIRE_MIB, Figure, Sizes
+from remote_module.runtime.values import check_arguments
 
 OWNER = "worker1"
 REMOTE_DEVICE = f"{OWNER}/cpu"
@@ -282,7 +283,7 @@ def measure_type_check(sizes: Sizes, repeats: int) -> Results:
 
     def checks(n: int) -> None:
         for _ in range(n):
-            remote_module.runtime.calls.check_arguments("forward", (x,), hints)
+            check_arguments("forward", (x,), hints)
 
     rows: dict[str, dict[str, Loop]] = {
         "sync_scriptable": {"on": checked(True), "off": checked(False)},

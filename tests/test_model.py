@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from torch import Tensor
 
 from remote_module.codegen import Argument, Interface, Method, TypeRef, api, parse_interface
-from remote_module.codegen.model import Kind, parse_type, render_literal
-from remote_module.runtime.module import reserved_names
+from remote_module.codegen.model import Kind
+from remote_module.codegen.parse import parse_type, render_literal
+from remote_module._contract import RESERVED_NAMES
 from tests.golden_interfaces import Box, ContainersInterface, Stats
 from tests.support.interfaces import Pair
 
@@ -479,7 +480,7 @@ def test_refuses_method_that_shadows_remote_module() -> None:
     ["train", "eval", "to", "cuda", "parameters", "state_dict", "remote_parameters", "module_rref"],
 )
 def test_reserved_method_names_are_refused(name: str) -> None:
-    assert name in reserved_names()
+    assert name in RESERVED_NAMES
 
     def method(self: Any) -> int: ...
 
@@ -494,7 +495,7 @@ def test_reserved_method_names_are_refused(name: str) -> None:
 
 
 def test_forward_itself_is_not_reserved() -> None:
-    assert "forward" not in reserved_names()
+    assert "forward" not in RESERVED_NAMES
 
 
 def test_refuses_method_clashing_with_a_generated_twin() -> None:

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from remote_module.runtime import torchscript
+from remote_module import _torchscript as torchscript
 
 pytestmark = pytest.mark.skipif(
     not torchscript._PIPELINE_SUPPORTED, reason="this torch lacks torch.jit._recursive's helpers"

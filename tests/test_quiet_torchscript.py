@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from remote_module.runtime import torchscript
+from remote_module import _torchscript as torchscript
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -26,7 +26,7 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 
 import remote_module
 from remote_module import RemoteDevice, RemoteModule, parse_remote_device
-from remote_module.runtime.calls import move_to_device
+from remote_module.runtime.values import move_to_device
 from tests.support import runtime_helpers as helpers
 from tests.support.expected import (
     NOT_A_MODULE_ERROR,
@@ -885,12 +885,13 @@ def test_cuda_results_come_back_on_cpu_with_interface() -> None:
 
 
 def test_every_name_a_remote_module_has_is_reserved(scaled_rm: RemoteModule) -> None:
-    # The generator refuses interface methods named like anything a RemoteModule has, and
-    # reads those names from the runtime class itself (not from a copy of them).
-    from remote_module.runtime.module import reserved_names
+    # The generator refuses interface methods named like anything a RemoteModule has: the
+    # contract's list holds every public name of a live instance (tests/test_layers.py holds
+    # it against the class).
+    from remote_module._contract import RESERVED_NAMES
 
     generated = {method.__name__ for method in scaled_rm.generated_methods}
     names = {*vars(scaled_rm), *dir(type(scaled_rm)), *dir(nn.Module)} - generated
     public = {name for name in names if not name.startswith("_")} - {"forward"}
-    assert public <= reserved_names()
-    assert {"remote_parameters", "wire_dtype", "module_rref", "train"} <= reserved_names()
+    assert public <= RESERVED_NAMES
+    assert {"remote_parameters", "wire_dtype", "module_rref", "train"} <= RESERVED_NAMES

@@ -190,7 +190,7 @@ def test_scripting_again_reuses_parsed_methods(
 ) -> None:
     """A second RemoteModule of a scripted interface (built or rebuilt from its module RRef)
     scripts without parsing any method again, and the scripted copy behaves like the first."""
-    from remote_module.runtime import torchscript as _scripting
+    from remote_module import _torchscript as _scripting
 
     parsed: list[str] = []
     make_stub = _scripting._make_stub
@@ -238,7 +238,7 @@ def test_scripting_without_torchs_stub_internals(
     monkeypatch: pytest.MonkeyPatch, x: Tensor
 ) -> None:
     # Where torch lacks ScriptMethodStub/make_stub, methods stay bound and torch parses them.
-    from remote_module.runtime import torchscript as _scripting
+    from remote_module import _torchscript as _scripting
 
     monkeypatch.setattr(_scripting, "_STUBS_SUPPORTED", False)
     rm = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)

@@ -14,7 +14,7 @@ import torch.distributed.rpc as rpc
 from torch import Tensor, nn
 
 from remote_module import RemoteModule
-from remote_module.runtime import calls, contract
+from remote_module.runtime import calls, contract, values
 from tests.support import wire_helpers
 from tests.support.wire_helpers import Precision, PrecisionInterface, PrecisionProtocol
 
@@ -112,7 +112,7 @@ def test_the_reply_crosses_in_the_wire_dtype(inputs: tuple[Tensor, Tensor, list[
     rm(*inputs)  # the first call files the module's key
     generated = rm.generated_methods[0].__globals__
     carried: list[Tensor] = []
-    wired = calls.cast_to_wire(inputs, torch.float16, carried)
+    wired = values.cast_to_wire(inputs, torch.float16, carried)
     reply = rpc.rpc_sync(
         "worker1",
         generated["_remote_forward_wire"],

@@ -1,11 +1,15 @@
 """The generator: an interface class in, remote-module source out.
 
-- ``model``: the frozen, typed model of an interface (``parse_interface``);
+- ``model``: the frozen, typed model of an interface;
+- ``parse``: reading an interface class into it, every check included (``parse_interface``);
 - ``api``: views of the model for generated code (names, declarations, imports);
 - ``render``: the Jinja environment and the templates in ``remote_module/templates``;
 - ``cli``: ``remote-module-codegen``.
 
-Importing this package loads none of them (Jinja neither); each loads on first use.
+Importing this package loads none of them (Jinja neither); each loads on first use. The
+generator imports nothing of the runtime, only the contract both share
+(``remote_module._contract``); the two ``instantiate_*`` functions, which load a generated
+module into the runtime as upstream's instantiator does, are the runtime's, reached from here.
 
 Example::
 
@@ -22,6 +26,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from remote_module._contract import StaleGeneratedModuleWarning
     from remote_module.codegen.model import (
         Argument,
         Interface,
@@ -29,14 +34,13 @@ if TYPE_CHECKING:
         Kind,
         Method,
         TypeRef,
-        parse_interface,
     )
+    from remote_module.codegen.parse import parse_interface
     from remote_module.codegen.render import (
         render_interface,
         render_non_scriptable,
         render_scriptable,
     )
-    from remote_module.runtime.registry import StaleGeneratedModuleWarning
 
 __all__ = [
     "Argument",
@@ -62,11 +66,11 @@ _LAZY = {
     "Kind": "remote_module.codegen.model",
     "Method": "remote_module.codegen.model",
     "TypeRef": "remote_module.codegen.model",
-    "parse_interface": "remote_module.codegen.model",
+    "parse_interface": "remote_module.codegen.parse",
     "render_interface": "remote_module.codegen.render",
     "render_non_scriptable": "remote_module.codegen.render",
     "render_scriptable": "remote_module.codegen.render",
-    "StaleGeneratedModuleWarning": "remote_module.runtime.registry",
+    "StaleGeneratedModuleWarning": "remote_module._contract",
 }
 
 

@@ -12,15 +12,15 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from remote_module.codegen.model import (
+from remote_module._contract import (
+    CALL_PREFIX,
     INTERNAL_PREFIX,
-    REMOTE_TWIN_SUFFIXES,
-    Interface,
-    InterfaceKind,
-    Method,
-    TypeRef,
+    KEYED_SUFFIX,
+    PREFIX_SCRIPT_TYPES,
+    REMOTE_PREFIX,
+    WIRE_SUFFIX,
 )
-from remote_module.runtime.contract import CALL_PREFIX
+from remote_module.codegen.model import Interface, InterfaceKind, Method, TypeRef
 
 __all__ = [
     "Binding",
@@ -39,14 +39,6 @@ __all__ = [
     "remote_name",
     "typed_class_name",
 ]
-
-# The TorchScript type of each value of the call prefix, in remote functions of the scriptable
-# family ("{interface}" stands for the interface class); the eager family takes them untyped.
-PREFIX_SCRIPT_TYPES = {
-    "module_rref": "RRef[{interface}]",
-    "device": "str",
-    "is_device_map_set": "bool",
-}
 
 
 @dataclass(frozen=True)
@@ -73,7 +65,7 @@ class ImportLine:
 
 def remote_name(method: Method) -> str:
     """The function that runs on the owner (``_remote_forward`` for ``forward``)."""
-    return f"_remote_{method.name}"
+    return f"{REMOTE_PREFIX}{method.name}"
 
 
 def async_name(method: Method) -> str:
@@ -181,13 +173,13 @@ def uses_wire(method: Method) -> bool:
 
 def wire_name(method: Method) -> str:
     """The remote function of ``method`` for RemoteModules with a ``wire_dtype``."""
-    return f"{remote_name(method)}{REMOTE_TWIN_SUFFIXES[0]}"
+    return f"{remote_name(method)}{WIRE_SUFFIX}"
 
 
 def keyed_name(method: Method) -> str:
     """The TorchScript remote function of ``method`` that finds the module by its key in the
     owner's table (Python calls) instead of through its RRef (TorchScript calls)."""
-    return f"{remote_name(method)}{REMOTE_TWIN_SUFFIXES[1]}"
+    return f"{remote_name(method)}{KEYED_SUFFIX}"
 
 
 def keyed_bindings(interface: Interface, method: Method) -> tuple[Binding, ...]:

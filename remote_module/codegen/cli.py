@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from remote_module import _torchscript as torchscript
 from remote_module._version import __version__
 from remote_module.codegen import api
-from remote_module.codegen.model import parse_interface
+from remote_module.codegen.parse import parse_interface
 from remote_module.codegen.render import (
     GeneratedModule,
     render_interface,
     render_non_scriptable,
     render_package_init,
 )
-from remote_module.runtime import torchscript
 
 __all__ = ["ExitCode", "GeneratedFile", "main", "plan"]
 

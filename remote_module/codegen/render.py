@@ -15,7 +15,8 @@ import jinja2
 
 from remote_module._version import __version__
 from remote_module.codegen import api
-from remote_module.codegen.model import Interface, InterfaceKind, parse_interface, string_literal
+from remote_module.codegen.model import Interface, InterfaceKind, string_literal
+from remote_module.codegen.parse import parse_interface
 
 __all__ = [
     "GeneratedModule",

@@ -20,7 +20,8 @@ import torch
 import torch.distributed.rpc as rpc
 from torch.futures import Future
 
-from remote_module.runtime import owner, registry
+from remote_module._contract import CALL_PREFIX
+from remote_module.runtime import owner, registry, values
 
 try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call bookkeeping
     from torch._C._distributed_rpc import _invoke_rpc_torchscript
@@ -32,37 +33,16 @@ __all__ = [
     "ask_owner_to_load",
     "call",
     "call_async",
-    "cast_to_wire",
-    "check_arguments",
     "creation_error",
-    "move_to_device",
-    "restore_from_wire",
-    "set_type_checking",
-    "type_checking",
     "wait_for_owner",
     "wait_returning_rrefs",
 ]
 
-# The RemoteModule attributes every remote function receives first, in this order; the
-# generator renders remote functions' parameters and TorchScript senders from this tuple.
-CALL_PREFIX = ("module_rref", "device", "is_device_map_set")
 _call_prefix = operator.attrgetter(*CALL_PREFIX)  # one C call per send
+# The prefix after the module's reference (its key, or its RRef), which eager calls send first.
+_after_reference = operator.attrgetter(*CALL_PREFIX[1:])
 
 R = TypeVar("R")
-
-_type_checking = [True]
-
-
-def set_type_checking(enabled: bool) -> None:
-    """Turn caller-side argument checks of RemoteModules built with an interface on or off
-    (on by default). Off saves a few microseconds per call; a wrong type then fails on the
-    owner instead, after the round trip."""
-    _type_checking[0] = bool(enabled)
-
-
-def type_checking() -> bool:
-    """Whether caller-side argument checks are on."""
-    return _type_checking[0]
 
 
 def call(
@@ -220,52 +200,6 @@ def wait_returning_rrefs(future: Future[Any], timeout: float, started: float) ->
     return future.wait()
 
 
-def move_to_device(value: Any, device: torch.device) -> Any:
-    """``value`` with every tensor inside (lists, tuples, NamedTuples, dicts) on ``device``."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    return _rebuilt(value, lambda item: move_to_device(item, device))
-
-
-def check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[Any, ...]]) -> None:
-    """The caller-side type checks of ``method`` (when they are on): a ``TypeError`` naming
-    the method and the argument."""
-    if _type_checking[0]:
-        _check_arguments(method, args, hints)
-
-
-def cast_to_wire(value: Any, dtype: torch.dtype, sent: list[torch.Tensor]) -> Any:
-    """``value`` with every floating tensor inside cast to ``dtype``; an empty tensor of each
-    one's own dtype appended to ``sent``, in order. Where no types are known (a RemoteModule
-    without an interface, a union): the generated casters do the same from the types."""
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point():
-            sent.append(torch.empty(0, dtype=value.dtype))
-            return value.to(dtype)
-        return value
-    return _rebuilt(value, lambda item: cast_to_wire(item, dtype, sent))
-
-
-def restore_from_wire(value: Any, sent: list[torch.Tensor]) -> Any:
-    """The inverse of :func:`cast_to_wire`: floating tensors back to the dtypes in ``sent``."""
-    if isinstance(value, torch.Tensor):
-        return value.to(sent.pop(0).dtype) if value.is_floating_point() else value
-    return _rebuilt(value, lambda item: restore_from_wire(item, sent))
-
-
-def _rebuilt(value: Any, convert: Callable[[Any], Any]) -> Any:
-    """``value`` (a tuple, NamedTuple, list or dict; else itself) with ``convert`` applied to
-    its items in order."""
-    if isinstance(value, tuple):
-        items = [convert(item) for item in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, list):
-        return [convert(item) for item in value]
-    if isinstance(value, dict):
-        return type(value)((key, convert(item)) for key, item in value.items())
-    return value
-
-
 def _send(
     remote_module: Any,
     method: str,
@@ -277,8 +211,8 @@ def _send(
     """Send the call; returns its future, whether it is the RemoteModule's first eager call
     (whose reply is an ``owner.FirstReply``), and the request to file a scripted module
     that this call sent beside it, if any."""
-    if hints is not None and _type_checking[0]:
-        _check_arguments(method, args, hints)
+    if hints is not None:
+        values.check_arguments(method, args, hints)
     if "_rm_pending" in remote_module.__dict__:  # a first construction's owner is still loading
         wait_for_owner(remote_module, method)
     module_rref = remote_module.module_rref
@@ -294,7 +228,7 @@ def _send(
                 module_rref.owner(), owner.first_call, first_args, kwargs, remote_module.timeout
             )
             return future, True, None
-        rpc_args = (reference, remote_module.device, remote_module.is_device_map_set, *args)
+        rpc_args = (reference, *_after_reference(remote_module), *args)
         future = rpc.rpc_async(
             module_rref.owner(), remote_fn, rpc_args, kwargs, timeout=remote_module.timeout
         )
@@ -325,7 +259,7 @@ def _send_script(
     if twin is None:
         twin = _keyed_twins.setdefault(remote_fn, _keyed_twin(remote_fn))
     if type(reference) is int and twin[0] is not None:
-        keyed_args = (reference, remote_module.device, remote_module.is_device_map_set, *args)
+        keyed_args = (reference, *_after_reference(remote_module), *args)
         return _send_by_name(remote_module, twin[0], twin[1], keyed_args, kwargs), False, None
     script_name = _script_names.get(remote_fn)
     if script_name is None:
@@ -469,36 +403,6 @@ def _script_name(remote_fn: Any) -> str:
     if _invoke_rpc_torchscript is None or not torch.jit._state._enabled.enabled:
         return ""
     return str(torch._jit_internal._qualified_name(remote_fn))
-
-
-def _check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[Any, ...]]) -> None:
-    for value, (name, hint, *default) in zip(args, hints, strict=False):
-        if hint is torch.Tensor and isinstance(value, torch.Tensor):
-            continue  # the common case, without typeguard's overhead
-        if default and type(value) is type(default[0]) and value == default[0]:
-            continue  # the interface's own default (a tuple for a List, say) is accepted
-        problem = _type_problem(value, hint)
-        if problem is not None:
-            raise TypeError(
-                f"RemoteModule.{method}: argument '{name}' expected {_hint_name(hint)}, "
-                f"got {type(value).__name__} ({problem})"
-            )
-
-
-def _type_problem(value: Any, hint: Any) -> str | None:
-    """What typeguard finds wrong with ``value`` as a ``hint``, or None. typeguard loads on
-    the first check, not with ``import remote_module`` (about 15 ms)."""
-    from typeguard import TypeCheckError, check_type
-
-    try:
-        check_type(value, hint)
-    except TypeCheckError as error:
-        return str(error)
-    return None
-
-
-def _hint_name(hint: Any) -> str:
-    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
 def _named(error: RuntimeError, remote_module: Any, method: str) -> RuntimeError:

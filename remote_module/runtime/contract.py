@@ -17,6 +17,8 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
   torch's own functions (TorchScript knows them by identity), with the types and explicit
   exports torch does not declare;
 - :class:`RemoteModule`, the base of the typed classes;
+- :func:`move_tensor`, :func:`cast_tensor`, :func:`restore_tensor`: the tensor leaf helpers
+  of the generated walkers, from ``remote_module._contract``;
 - :data:`CALL_PREFIX`: the values every remote function receives before the interface's own
   arguments, in order, as attributes of the RemoteModule that sends them (eager calls send
   the module's key in place of its RRef).
@@ -31,25 +33,25 @@ import torch
 import torch.distributed.rpc as rpc
 from torch.futures import Future
 
-from remote_module.runtime.calls import (
-    CALL_PREFIX,
-    call,
-    call_async,
+from remote_module._contract import CALL_PREFIX, cast_tensor, move_tensor, restore_tensor
+from remote_module.runtime.calls import call, call_async
+from remote_module.runtime.module import RemoteModule
+from remote_module.runtime.owner import keyed_module
+from remote_module.runtime.owner import module_for as owner_module
+from remote_module.runtime.registry import check_fresh, register
+from remote_module.runtime.values import (
     cast_to_wire,
     check_arguments,
     move_to_device,
     restore_from_wire,
 )
-from remote_module.runtime.module import RemoteModule
-from remote_module.runtime.owner import keyed_module
-from remote_module.runtime.owner import module_for as owner_module
-from remote_module.runtime.registry import check_fresh, register
 
 __all__ = [
     "CALL_PREFIX",
     "RemoteModule",
     "call",
     "call_async",
+    "cast_tensor",
     "cast_to_wire",
     "check_arguments",
     "check_fresh",
@@ -57,10 +59,12 @@ __all__ = [
     "ignore",
     "is_scripting",
     "keyed_module",
+    "move_tensor",
     "move_to_device",
     "owner_module",
     "register",
     "restore_from_wire",
+    "restore_tensor",
     "rpc_async",
 ]
 

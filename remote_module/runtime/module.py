@@ -22,18 +22,18 @@ import torch.distributed.rpc as rpc
 from torch import nn
 from torch.nn.parameter import Parameter
 
+from remote_module._torchscript import use_script_stubs
 from remote_module.runtime import owner, registry, wire
 from remote_module.runtime.calls import (
     ask_owner_to_load,
     creation_error,
-    move_to_device,
     wait_for_owner,
     wait_returning_rrefs,
 )
 from remote_module.runtime.device import parse_remote_device
-from remote_module.runtime.torchscript import use_script_stubs
+from remote_module.runtime.values import move_to_device
 
-__all__ = ["RemoteModule", "reserved_names"]
+__all__ = ["RemoteModule"]
 
 _NOT_SUPPORTED = "Method ``{}`` not supported for RemoteModule"
 # What Python calls keep in a RemoteModule's __dict__, which TorchScript never reads.
@@ -311,7 +311,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     def __prepare_scriptable__(self: T) -> T:
         """Called by ``torch.jit.script``: refuses a RemoteModule that cannot be scripted, and
         hands torch the exported methods parsed once per process instead of on every call
-        (see ``remote_module.runtime.torchscript``)."""
+        (see ``remote_module._torchscript``)."""
         if not self.is_scriptable:
             interface = self.generated_methods[0].__globals__.get("INTERFACE")
             if interface is None:
@@ -500,17 +500,6 @@ UNSUPPORTED_METHODS = (
 for _name in UNSUPPORTED_METHODS:
     setattr(RemoteModule, _name, _unsupported(_name))
 del _name
-
-
-def reserved_names() -> frozenset[str]:
-    """Names a generated method may not take, because a RemoteModule already has them: every
-    public attribute of its class (nn.Module's included) and of its instances, but
-    ``forward``."""
-    names = {
-        name for klass in RemoteModule.__mro__ for name in vars(klass) if not name.startswith("_")
-    }
-    names.update(wire.PICKLED_ATTRIBUTES, wire.LOCAL_ATTRIBUTES)
-    return frozenset(name for name in names if not name.startswith("_")) - {"forward"}
 
 
 @contextlib.contextmanager

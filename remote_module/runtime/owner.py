@@ -41,8 +41,8 @@ import torch.distributed.rpc as rpc
 from torch import nn
 from torch.nn.parameter import Parameter
 
+from remote_module._torchscript import script_module
 from remote_module.runtime import registry
-from remote_module.runtime.torchscript import script_module
 
 __all__ = [
     "Created",
@@ -85,22 +85,18 @@ _keys = itertools.count(1)
 
 
 def first_call(
-    remote_fn: Callable[..., Any],
-    module_rref: rpc.RRef[Any],
-    device: str,
-    is_device_map_set: bool,
-    *args: Any,
-    **kwargs: Any,
+    remote_fn: Callable[..., Any], module_rref: rpc.RRef[Any], *rest: Any, **kwargs: Any
 ) -> FirstReply:
     """Run a RemoteModule's first eager call: file the module under a new key, then call
-    ``remote_fn`` as later calls will, with that key."""
+    ``remote_fn`` as later calls will, with that key (``rest``: the call prefix after the
+    RRef, then the call's own arguments)."""
     try:
         module = module_rref.local_value()
     except Exception as error:  # the creation failed; the RRef holds its remote error
         return _creation_failure(error)
     key = _register(module)
     reference: Any = module_rref if key is None else key
-    return remote_fn(reference, device, is_device_map_set, *args, **kwargs), key
+    return remote_fn(reference, *rest, **kwargs), key
 
 
 def module_for(reference: Any) -> Any:

@@ -21,11 +21,11 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import torch
-
+from remote_module._contract import StaleGeneratedModuleWarning
+from remote_module._torchscript import script
 from remote_module._version import __version__
-from remote_module.runtime import cache
-from remote_module.runtime.torchscript import script
+from remote_module.runtime import cache, generator
+from remote_module.runtime.generator import interface_model
 
 if TYPE_CHECKING:
     from remote_module.codegen.model import Interface
@@ -51,17 +51,19 @@ NON_SCRIPTABLE_MODULE = f"{IN_MEMORY_PACKAGE}.non_scriptable"
 _RENDERED_PREFIX = "<remote_module generated "
 
 
-class StaleGeneratedModuleWarning(UserWarning):
-    """A pre-generated module does not match this generator or its interface any more."""
-
-
-_lock = threading.RLock()
+# Guards the tables below; held only while reading or writing them, never while a generated
+# module runs (its import calls check_fresh and register, which take it).
+_lock = threading.Lock()
+# Held while TorchScript compiles remote functions (compiling one function twice at once fails).
+_compile_lock = threading.Lock()
+# module name -> the lock its loaders take: one thread imports or renders a module at a time,
+# as Python's own import locks do; nothing a generated module calls takes it.
+_load_locks: dict[str, threading.RLock] = {}
 # (interface qualified name, moves tensors) -> a fresh module that registered itself.
 _registered: dict[tuple[str, bool], types.ModuleType] = {}
 # The same key -> why an imported module was found stale, repeated when it would have been used.
 _stale: dict[tuple[str, bool], str] = {}
 _registered_non_scriptable: list[types.ModuleType] = []
-_models: weakref.WeakKeyDictionary[type, Interface] = weakref.WeakKeyDictionary()
 # (interface class, moves tensors) -> (generation, module name): what scriptable_module_name
 # answered, valid while no module registered or was found stale since (the generation).
 _names: dict[tuple[type, bool], tuple[int, str]] = {}
@@ -70,18 +72,6 @@ _compiled: weakref.WeakKeyDictionary[types.ModuleType, frozenset[str]] = weakref
 _generation = [0]
 # (module name, wire) -> (generation, module) that is_ready found ready
 _ready: dict[tuple[str, bool], tuple[int, types.ModuleType]] = {}
-
-
-def interface_model(interface_cls: type) -> Interface:
-    """The parsed (and cached) model of ``interface_cls``."""
-    model = _models.get(interface_cls)
-    if model is None:
-        from remote_module.codegen.model import parse_interface  # the generator, on demand
-
-        model = parse_interface(interface_cls)
-        _cross_check_with_torchscript(interface_cls, model)
-        _models[interface_cls] = model
-    return model
 
 
 def is_script_interface(interface_cls: type) -> bool:
@@ -96,10 +86,11 @@ def check_fresh(module_name: str, version: str, fingerprint: str, interface_cls:
     if reason is None:
         return
     key = (_qualified_name(interface_cls), sys.modules[module_name].MOVES_CPU_TENSORS_TO_DEVICE)
+    message = f"{module_name} is stale ({reason})"
     with _lock:
-        _stale[key] = f"{module_name} is stale ({reason})"
+        _stale[key] = message
         _generation[0] += 1
-    _warn_stale(_stale[key])
+    _warn_stale(message)
 
 
 def compile_remote_functions(
@@ -113,7 +104,7 @@ def compile_remote_functions(
     lists = _function_lists(wire, keyed)
     if _compiled.get(module, frozenset()) >= set(lists):
         return  # every construction asks; once compiled, without taking the lock
-    with _lock:
+    with _compile_lock:
         for name in lists:
             for function in getattr(module, name, ()):
                 script(function, f"the remote function {function.__name__} of {module.__name__}")
@@ -164,6 +155,7 @@ def scriptable_module_name(interface_cls: type, move_tensors: bool) -> str:
     keys = [key] if move_tensors else [key, (interface.qualified_name, True)]
     with _lock:
         generation = _generation[0]
+        stale = None
         for candidate in keys:
             module = _registered.get(candidate)
             if module is not None and module._rm_module_interface_cls is interface_cls:
@@ -171,10 +163,11 @@ def scriptable_module_name(interface_cls: type, move_tensors: bool) -> str:
                 break
         else:
             name = in_memory_name(interface, bool(move_tensors))
-            if key in _stale:  # said every time it would have been used: not cached
-                _warn_stale(_stale[key])
-                return name
-        _names[(interface_cls, bool(move_tensors))] = (generation, name)
+            stale = _stale.get(key)
+        if stale is None:  # a stale module is said every time it would have been used
+            _names[(interface_cls, bool(move_tensors))] = (generation, name)
+    if stale is not None:
+        _warn_stale(stale)
     return name
 
 
@@ -185,10 +178,10 @@ def non_scriptable_module() -> types.ModuleType:
     with _lock:
         if _registered_non_scriptable:
             return _registered_non_scriptable[0]
-        module = sys.modules.get(NON_SCRIPTABLE_MODULE)
-        if module is None:
-            module = importlib.import_module(NON_SCRIPTABLE_MODULE)
-        return module
+    module = sys.modules.get(NON_SCRIPTABLE_MODULE)
+    if module is None:
+        module = importlib.import_module(NON_SCRIPTABLE_MODULE)  # Python's import lock
+    return module
 
 
 def ensure_module(
@@ -204,7 +197,7 @@ def ensure_module(
     compiled (both sides need them: the owner runs them, a caller reads their schema), their
     wire twins too with ``wire``, their keyed twins with ``keyed``."""
     in_memory = module_name.startswith(IN_MEMORY_PACKAGE + ".")
-    with _lock:
+    with _load_lock(module_name):
         module = sys.modules.get(module_name)
         if module is None and not in_memory:
             try:
@@ -222,14 +215,22 @@ def ensure_module(
             # An in-memory name is parsed only on a cache miss (an owner with the cache warm
             # skips it). A build-time module's name says nothing of the interface it was made
             # from, so its cache entry is keyed by the in-memory name too, which does.
-            render = functools.partial(_render, interface_cls, move_tensors)
+            render = functools.partial(generator.render, interface_cls, move_tensors)
             key = module_name
             if not in_memory:
                 model = interface_model(interface_cls)
                 key = f"{module_name}|{in_memory_name(model, move_tensors)}"
             module = _load_in_memory(module_name, render, key, replace=not in_memory)
-        compile_remote_functions(module, wire, keyed)
-        return module
+    compile_remote_functions(module, wire, keyed)
+    return module
+
+
+def _load_lock(module_name: str) -> threading.RLock:
+    with _lock:
+        lock = _load_locks.get(module_name)
+        if lock is None:
+            lock = _load_locks[module_name] = threading.RLock()
+        return lock
 
 
 def is_ready(module_name: str, wire: bool = False) -> bool:
@@ -315,12 +316,6 @@ def _is_rendered(module: types.ModuleType) -> bool:
     return str(getattr(module, "__file__", "")).startswith(_RENDERED_PREFIX)
 
 
-def _render(interface_cls: type, move_tensors: bool) -> str:
-    from remote_module.codegen.render import render_interface  # Jinja, only to render
-
-    return render_interface(interface_model(interface_cls), move_tensors)
-
-
 def _is_registered(module: types.ModuleType) -> bool:
     with _lock:
         return any(found is module for found in _registered.values())
@@ -349,29 +344,3 @@ def _warn_stale(message: str) -> None:
 
 def _qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _cross_check_with_torchscript(interface_cls: type, model: Interface) -> None:
-    """The Python signature is the source of truth (it keeps defaults); TorchScript's compiled
-    schema must agree with it on method and argument names."""
-    compiled_name = getattr(interface_cls, "__torch_script_interface__", None)
-    if not isinstance(compiled_name, str):
-        return
-    try:
-        compiled = torch.jit._state._python_cu.get_interface(compiled_name)
-    except RuntimeError:
-        compiled = None
-    if compiled is None:
-        return  # TorchScript is disabled or unavailable: nothing to compare with
-    for method in model.methods:
-        schema = compiled.getMethod(method.name)
-        if schema is None:
-            raise ValueError(
-                f"{model.qualified_name}.{method.name}: TorchScript did not compile it"
-            )
-        names = [argument.name for argument in schema.arguments][1:]
-        if names != [argument.name for argument in method.arguments]:
-            raise ValueError(
-                f"{model.qualified_name}.{method.name}: TorchScript compiled arguments {names}, "
-                f"the Python signature has {[a.name for a in method.arguments]}"
-            )

@@ -1,0 +1,197 @@
+"""The contract between generated code and the runtime: what both sides agree on.
+
+A leaf: it imports torch and nothing of ours, so the generator (``remote_module.codegen``)
+and the runtime (``remote_module.runtime``) both import it and never each other. It holds
+
+- the call prefix: the RemoteModule attributes every remote function receives before the
+  interface's own arguments, and their TorchScript types;
+- the names of a generated module's globals that the runtime reads, and of its functions;
+- the names a generated method may not take (:data:`RESERVED_NAMES`);
+- the tensor leaf helpers generated walkers call (one tensor moved, cast to the wire dtype,
+  cast back), compiled by TorchScript where the generated code is.
+
+Generated code reaches all of it through ``remote_module.runtime.contract``, the one module it
+imports.
+"""
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "CALL_PREFIX",
+    "FINGERPRINT",
+    "GENERATED_METHODS",
+    "GENERATOR_VERSION",
+    "INTERFACE",
+    "INTERFACE_CLASS",
+    "INTERNAL_PREFIX",
+    "KEYED_FUNCTIONS",
+    "KEYED_SUFFIX",
+    "MODULE_GLOBALS",
+    "MOVES_TENSORS",
+    "PREFIX_SCRIPT_TYPES",
+    "REMOTE_FUNCTIONS",
+    "REMOTE_PREFIX",
+    "RESERVED_NAMES",
+    "WIRE_FUNCTIONS",
+    "WIRE_SUFFIX",
+    "StaleGeneratedModuleWarning",
+    "cast_tensor",
+    "move_tensor",
+    "restore_tensor",
+]
+
+# --- The call prefix -------------------------------------------------------------------------
+
+# The RemoteModule attributes every remote function receives first, in this order. An eager
+# call sends the module's key in the owner's table in place of its RRef (see runtime.keys).
+CALL_PREFIX = ("module_rref", "device", "is_device_map_set")
+# Their TorchScript types in the scriptable family's remote functions ("{interface}": the
+# interface class); the eager family takes them untyped.
+PREFIX_SCRIPT_TYPES = {
+    "module_rref": "RRef[{interface}]",
+    "device": "str",
+    "is_device_map_set": "bool",
+}
+
+# --- Names in a generated module --------------------------------------------------------------
+
+# The prefix of every name generated code uses for its own parameters, locals and helpers.
+INTERNAL_PREFIX = "_rm_"
+# The remote function of a method ``m`` is ``_remote_m``; its twins add a suffix: the one for
+# RemoteModules with a wire dtype, and the scriptable family's twin that finds the module by
+# its key in the owner's table.
+REMOTE_PREFIX = "_remote_"
+WIRE_SUFFIX = "_wire"
+KEYED_SUFFIX = "_keyed"
+
+# Globals every interface module defines, which the runtime reads.
+GENERATOR_VERSION = "GENERATOR_VERSION"
+INTERFACE = "INTERFACE"  # the interface's qualified name
+FINGERPRINT = "INTERFACE_FINGERPRINT"
+MOVES_TENSORS = "MOVES_CPU_TENSORS_TO_DEVICE"
+INTERFACE_CLASS = "_rm_module_interface_cls"
+GENERATED_METHODS = "_generated_methods"  # the caller-side methods a RemoteModule installs
+# The scriptable family's TorchScript remote functions, in method order; the wire and keyed
+# twins at the same index as the function they serve.
+REMOTE_FUNCTIONS = "_remote_functions"
+WIRE_FUNCTIONS = "_wire_functions"
+KEYED_FUNCTIONS = "_keyed_functions"
+MODULE_GLOBALS = frozenset(
+    {
+        GENERATOR_VERSION,
+        INTERFACE,
+        FINGERPRINT,
+        MOVES_TENSORS,
+        INTERFACE_CLASS,
+        GENERATED_METHODS,
+        REMOTE_FUNCTIONS,
+        WIRE_FUNCTIONS,
+        KEYED_FUNCTIONS,
+    }
+)
+
+# Names a generated method (``m`` or ``m_async``) may not take, because a RemoteModule already
+# has them: every public attribute of its class (nn.Module's included) and of its instances,
+# but ``forward``. tests/test_layers.py holds this against the class on every torch we test.
+RESERVED_NAMES = frozenset(
+    {
+        "T_destination",
+        "add_module",
+        "apply",
+        "bfloat16",
+        "buffers",
+        "call_super_init",
+        "children",
+        "compile",
+        "cpu",
+        "cuda",
+        "device",
+        "double",
+        "dump_patches",
+        "eval",
+        "extra_repr",
+        "float",
+        "generated_methods",
+        "get_buffer",
+        "get_extra_state",
+        "get_module_rref",
+        "get_parameter",
+        "get_submodule",
+        "half",
+        "init_from_module_rref",
+        "ipu",
+        "is_device_map_set",
+        "is_scriptable",
+        "load_remote_state_dict",
+        "load_state_dict",
+        "module_rref",
+        "modules",
+        "mtia",
+        "named_buffers",
+        "named_children",
+        "named_modules",
+        "named_parameters",
+        "on",
+        "parameters",
+        "register_backward_hook",
+        "register_buffer",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+        "register_full_backward_pre_hook",
+        "register_load_state_dict_post_hook",
+        "register_load_state_dict_pre_hook",
+        "register_module",
+        "register_parameter",
+        "register_state_dict_post_hook",
+        "register_state_dict_pre_hook",
+        "remote_parameters",
+        "remote_state_dict",
+        "requires_grad_",
+        "set_extra_state",
+        "set_submodule",
+        "share_memory",
+        "state_dict",
+        "timeout",
+        "to",
+        "to_empty",
+        "train",
+        "training",
+        "type",
+        "wire_dtype",
+        "xpu",
+        "zero_grad",
+    }
+)
+
+
+class StaleGeneratedModuleWarning(UserWarning):
+    """A pre-generated module does not match this generator or its interface any more: the
+    runtime does not use it and renders the templates in memory instead."""
+
+
+# --- Tensor leaf helpers (TorchScript and Python alike) ---------------------------------------
+
+
+def move_tensor(value: Tensor, device: torch.device) -> Tensor:
+    """``value`` on ``device``."""
+    return value.to(device)
+
+
+def cast_tensor(value: Tensor, dtype: torch.dtype, sent: list[Tensor]) -> Tensor:
+    """A floating ``value`` cast to the wire ``dtype``, an empty tensor of its own dtype
+    appended to ``sent`` (a dtype TorchScript and Python both carry in a list); any other
+    tensor as it is."""
+    if value.is_floating_point():
+        sent.append(torch.empty(0, dtype=value.dtype))
+        return value.to(dtype)
+    return value
+
+
+def restore_tensor(value: Tensor, sent: list[Tensor]) -> Tensor:
+    """The inverse of :func:`cast_tensor`: a floating ``value`` back to the next dtype of
+    ``sent``, in the order they were cast."""
+    if value.is_floating_point():
+        return value.to(sent.pop(0).dtype)
+    return value

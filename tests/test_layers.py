@@ -1,0 +1,184 @@
+"""The package's layers import downward only (ARCHITECTURE.md): no import cycle anywhere inside
+``remote_module`` (imports inside functions included), the contract and the TorchScript helpers
+are leaves, the generator never imports the runtime, the runtime reaches the generator in one
+place, and generated code imports nothing of ours but ``remote_module.runtime.contract``."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import remote_module
+from remote_module import _contract
+
+PACKAGE = Path(remote_module.__file__).parent
+ROOT = PACKAGE.parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def _imports(name: str) -> list[tuple[str, bool, bool]]:
+    """``(imported module of ours, inside a function, under TYPE_CHECKING)`` for each import
+    statement of module ``name``."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            # ``from package import submodule`` imports the submodule.
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                for alias in node.names
+            ]
+        in_function = False
+        parent = parents.get(node)
+        while parent is not None:
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                in_function = True
+            parent = parents.get(parent)
+        for target in targets:
+            if target == "remote_module" or target.startswith("remote_module."):
+                found.append((target, in_function, _type_checking_only(node, parents)))
+    return found
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def test_no_import_cycle_inside_the_package() -> None:
+    # What runs: imports only type checkers read (under TYPE_CHECKING) are no cycle.
+    edges = {
+        name: {target for target, _, typing_only in GRAPH[name] if not typing_only}
+        for name in GRAPH
+    }
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        path.append(name)
+        for target in sorted(edges[name] & MODULES.keys()):
+            if state.get(target) == 1:
+                cycle = [*path[path.index(target) :], target]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[name] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name)
+
+
+def test_the_cycle_check_sees_imports_inside_functions() -> None:
+    # The registry loads the build-time non-scriptable module by name; the runtime's door to
+    # the generator imports it inside functions: the walk must see those.
+    assert ("remote_module.codegen.parse", True, False) in GRAPH["remote_module.runtime.generator"]
+
+
+@pytest.mark.parametrize("leaf", ["remote_module._contract", "remote_module._torchscript"])
+def test_leaves_import_nothing_of_ours(leaf: str) -> None:
+    assert GRAPH[leaf] == []
+
+
+def test_the_generator_never_imports_the_runtime() -> None:
+    for name, imports in GRAPH.items():
+        if not name.startswith("remote_module.codegen"):
+            continue
+        for target, in_function, _ in imports:
+            if not target.startswith("remote_module.runtime"):
+                continue
+            # Only the package's two instantiate_* functions, which load a module into the
+            # runtime as upstream's instantiator does, reach it, and only when called.
+            assert name == "remote_module.codegen" and in_function, (name, target)
+
+
+def test_the_runtime_reaches_the_generator_in_one_place() -> None:
+    for name, imports in GRAPH.items():
+        if (
+            not name.startswith("remote_module.runtime")
+            or name == "remote_module.runtime.generator"
+        ):
+            continue
+        reached = [t for t, _, typing_only in imports if t.startswith("remote_module.codegen")]
+        runtime_imports = [
+            t
+            for t, _, typing_only in imports
+            if t.startswith("remote_module.codegen") and not typing_only
+        ]
+        assert runtime_imports == [], (name, reached)
+
+
+def _generated_files() -> list[Path]:
+    folders = [ROOT / "tests" / "golden", ROOT / "tests" / "scorer" / "generated"]
+    folders += [PACKAGE / "_generated", PACKAGE / "examples" / "generated"]
+    return [path for folder in folders for path in sorted(folder.glob("*.py"))]
+
+
+@pytest.mark.parametrize("path", _generated_files(), ids=lambda path: str(path.relative_to(ROOT)))
+def test_generated_code_imports_only_the_runtime_contract(path: Path) -> None:
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            imported.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+    # Of ours: the contract; the interface's own module is the user's (here, the demo's).
+    ours = {
+        name
+        for name in imported
+        if name.startswith("remote_module.") and not name.startswith("remote_module.examples.")
+    }
+    assert ours <= {"remote_module.runtime.contract"}
+
+
+def test_reserved_names_are_every_public_name_of_the_class() -> None:
+    from torch import nn
+
+    from remote_module.runtime import wire
+    from remote_module.runtime.module import RemoteModule
+
+    names = {name for klass in RemoteModule.__mro__ for name in vars(klass)}
+    names.update(wire.PICKLED_ATTRIBUTES, wire.LOCAL_ATTRIBUTES, vars(nn.Module()))
+    public = {name for name in names if not name.startswith("_")} - {"forward"}
+    assert public == _contract.RESERVED_NAMES
+
+
+def test_the_cli_does_not_load_the_runtime() -> None:
+    probe = (
+        "import sys, remote_module.codegen.cli, remote_module.codegen.render, "
+        "remote_module.codegen.parse\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('remote_module.runtime'))\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)
