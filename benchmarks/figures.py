@@ -279,7 +279,7 @@ def measure_type_check(sizes: Sizes, repeats: int) -> Results:
 
         return loop
 
-    hints = rm.generated_methods[0].__globals__["_rm_forward_hints"]
+    hints = rm._rm_record.generated.__dict__["_rm_forward_hints"]
 
     def checks(n: int) -> None:
         for _ in range(n):

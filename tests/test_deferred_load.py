@@ -61,7 +61,7 @@ def slow_owner() -> Iterator[None]:
 
 
 def _module_name(rm: RemoteModule) -> str:
-    return str(rm.generated_methods[0].__globals__["__name__"])
+    return str(rm._rm_record.generated.__dict__["__name__"])
 
 
 def _owner_ready(rm: RemoteModule, wire: bool = False) -> bool:
@@ -75,13 +75,13 @@ def _requests() -> list[tuple[str, bool]]:
 def test_calls_wait_for_the_owner_to_load(x: Tensor) -> None:
     rm = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredCallInterface)
     # The construction returned while the owner is still loading.
-    assert "_rm_pending" in rm.__dict__
+    assert rm._rm_record.pending is not None
     assert not _owner_ready(rm)
     futures = [rm.forward_async(x, scale=float(i)) for i in range(8)]
     assert torch.equal(rm(x), x * 2.0)
     for i, future in enumerate(futures):
         assert torch.equal(future.wait(), x * float(i))
-    assert "_rm_pending" not in rm.__dict__
+    assert rm._rm_record.pending is None
     assert _owner_ready(rm)
     assert _requests().count((DeferredCallInterface.__name__, False)) == 1
 
@@ -91,7 +91,7 @@ def test_later_constructions_find_the_owner_ready(x: Tensor) -> None:
     first(x)
     before = _requests()
     later = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredCallInterface)
-    assert "_rm_pending" not in later.__dict__
+    assert later._rm_record.pending is None
     assert torch.equal(later(x, 4.0), x * 4.0)
     assert _requests() == before  # no second load request
 
@@ -117,7 +117,7 @@ def test_sending_it_over_rpc_waits_for_the_owner(x: Tensor) -> None:
     assert not _owner_ready(rm)
     result = rpc.rpc_sync("worker2", helpers.call_received, (rm, x), timeout=30)
     assert torch.equal(result, x * 5.0)
-    assert "_rm_pending" not in rm.__dict__
+    assert rm._rm_record.pending is None
 
 
 def test_wire_twins_load_when_a_wire_dtype_first_needs_them(x: Tensor) -> None:
@@ -130,7 +130,7 @@ def test_wire_twins_load_when_a_wire_dtype_first_needs_them(x: Tensor) -> None:
         module_interface_cls=DeferredWireInterface,
         wire_dtype=torch.bfloat16,
     )
-    assert "_rm_pending" in wired.__dict__
+    assert wired._rm_record.pending is not None
     result = wired(x)
     assert result.dtype == torch.float32
     assert torch.equal(result, (x.to(torch.bfloat16) * 2.0).to(torch.float32))
@@ -172,4 +172,4 @@ def test_a_load_that_outlasts_the_timeout_serves_a_later_call(x: Tensor) -> None
             assert time.monotonic() < deadline, "the owner never finished loading"
             time.sleep(0.5)
     assert torch.equal(result, x * 2.0)
-    assert "_rm_pending" not in rm.__dict__
+    assert rm._rm_record.pending is None

@@ -33,6 +33,7 @@ from torch.futures import Future
 from remote_module import codegen
 from remote_module.codegen import parse_interface
 from remote_module.runtime import calls as _calls
+from remote_module.runtime.record import Record
 from tests.support.fuzzing import fuzz
 
 # A strategy writes the source of a module holding one ``@torch.jit.interface`` class (random
@@ -632,8 +633,9 @@ class _FakeRemoteModule:
     timeout = 12.5
     wire_dtype = None
 
-    def __init__(self, reference: Any) -> None:
-        self._rm_reference = reference
+    def __init__(self, reference: Any, generated: Any) -> None:
+        self._rm_record = Record(generated)
+        self._rm_record.reference = reference
 
 
 def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
@@ -655,8 +657,8 @@ def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
         assert not is_async
         return fake_rpc_async(to, name, args, kwargs, timeout)
 
-    fake_self = _FakeRemoteModule(_FakeRemoteModule.module_rref)
-    keyed_self = _FakeRemoteModule(7)
+    fake_self = _FakeRemoteModule(_FakeRemoteModule.module_rref, generated)
+    keyed_self = _FakeRemoteModule(7, generated)
     stubs = {fn.__name__: fn for fn in generated._generated_methods}
     with (
         mock.patch.object(rpc, "rpc_async", fake_rpc_async),

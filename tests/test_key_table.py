@@ -66,7 +66,7 @@ def _wait_until_freed(key: int) -> None:
 
 def _key(rm: RemoteModule, x: Tensor) -> int:
     rm(x)
-    key = rm.__dict__["_rm_reference"]
+    key = rm._rm_record.reference
     assert type(key) is int
     return key
 
@@ -95,7 +95,7 @@ def test_only_the_first_call_sends_the_rref(
     (first_fn, first_args), *later = sent
     assert first_fn.__name__ == "first_call"
     assert isinstance(first_args[1], rpc.PyRRef)
-    key = rm.__dict__["_rm_reference"]
+    key = rm._rm_record.reference
     for _fn, args in later:
         assert args[0] == key and type(args[0]) is int
         assert not any(isinstance(arg, rpc.PyRRef) for arg in args)
@@ -135,7 +135,7 @@ def test_a_second_holder_keeps_the_module(x: Tensor) -> None:
     time.sleep(0.5)
     assert _filed(key)
     torch.testing.assert_close(other(x), expected)
-    other_key = other.__dict__["_rm_reference"]
+    other_key = other._rm_record.reference
     del other
     _wait_until_freed(key)
     _wait_until_freed(other_key)
@@ -166,7 +166,7 @@ def test_an_interface_typed_rref_keeps_sending_the_rref(x: Tensor) -> None:
     rm = RemoteModule.init_from_module_rref("worker1/cpu", scripted)
     first, second = rm(x), rm(x)
     torch.testing.assert_close(first, second)
-    assert isinstance(rm.__dict__["_rm_reference"], (int, rpc.PyRRef))
+    assert isinstance(rm._rm_record.reference, (int, rpc.PyRRef))
 
 
 def test_distributed_autograd_through_keyed_calls(x: Tensor) -> None:
@@ -190,7 +190,7 @@ def test_keyed_calls_work_under_the_profiler(
         torch.testing.assert_close(rm(x), expected)
     ((fn, args),) = sent
     assert fn is non_scriptable._remote_forward
-    assert args[0] == rm.__dict__["_rm_reference"]
+    assert args[0] == rm._rm_record.reference
 
 
 # --- Scripted modules: Python calls go keyed, TorchScript keeps the RRef ----------------------
@@ -218,7 +218,7 @@ def _scripted() -> RemoteModule:
 def _keyed(rm: RemoteModule, x: Tensor) -> int:
     """Call ``rm`` until the owner's filing is in and its calls go keyed; its key."""
     helpers.call_until_keyed(rm, x)
-    key = rm.__dict__["_rm_reference"]
+    key = rm._rm_record.reference
     assert type(key) is int
     return key
 
@@ -273,10 +273,10 @@ def test_the_call_that_asks_for_a_filing_waits_for_its_reply(
         future = rm.forward_async(x, scale=2.0)
         torch.testing.assert_close(future.wait(), local_scaled(rm)(x, 2.0))
     assert time.monotonic() - started >= slow_filings
-    filing = rm.__dict__.get("_rm_filing")
+    filing = rm._rm_record.filing
     assert filing is None or filing.done()
     rm(x, 2.0)  # adopts the key: nothing is in flight, and calls go keyed
-    assert "_rm_filing" not in rm.__dict__ and type(rm.__dict__["_rm_reference"]) is int
+    assert rm._rm_record.filing is None and type(rm._rm_record.reference) is int
 
 
 def test_scripted_calls_keep_sending_the_rref(x: Tensor) -> None:
@@ -315,7 +315,7 @@ def test_a_scripted_module_outlives_its_entry_while_an_rref_to_it_lives(x: Tenso
     results = helpers.call_until_keyed(other, x)  # files a key of its own
     for result in results:
         torch.testing.assert_close(result, expected)
-    other_key = other.__dict__["_rm_reference"]
+    other_key = other._rm_record.reference
     assert other_key > key
     del other
     _wait_until(lambda: not _held(other_key), f"key {other_key} still held on the owner")
@@ -328,7 +328,7 @@ def test_a_scripted_module_outlives_its_entry_while_an_rref_to_it_lives(x: Tenso
 def test_a_keyed_call_after_the_filing_is_gone_fails_clearly(x: Tensor) -> None:
     rm = _scripted()
     key = _keyed(rm, x)
-    keyed = rm.generated_methods[0].__globals__["_remote_forward_keyed"]
+    keyed = rm._rm_record.generated.__dict__["_remote_forward_keyed"]
     torch.testing.assert_close(rpc.rpc_sync("worker1", keyed, (key, "cpu", False, x, 1.0)), rm(x))
     del rm
     _wait_until(lambda: not _held(key), f"key {key} still held on the owner")

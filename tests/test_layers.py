@@ -165,11 +165,11 @@ def test_generated_code_imports_only_the_runtime_contract(path: Path) -> None:
 def test_reserved_names_are_every_public_name_of_the_class() -> None:
     from torch import nn
 
-    from remote_module.runtime import wire
+    from remote_module.runtime import construction
     from remote_module.runtime.module import RemoteModule
 
     names = {name for klass in RemoteModule.__mro__ for name in vars(klass)}
-    names.update(wire.PICKLED_ATTRIBUTES, wire.LOCAL_ATTRIBUTES, vars(nn.Module()))
+    names.update(construction.PICKLED_ATTRIBUTES, construction.LOCAL_ATTRIBUTES, vars(nn.Module()))
     public = {name for name in names if not name.startswith("_")} - {"forward"}
     assert public == _contract.RESERVED_NAMES
 

@@ -395,6 +395,7 @@ def test_exactly_six_attributes_cross_the_wire_in_order(scaled_rm: RemoteModule)
     probe = RemoteModule.__new__(RemoteModule)
     nn.Module.__init__(probe)
     probe.__dict__.update(vars(scaled_rm))
+    probe._rm_record = scaled_rm._rm_record
     probe.module_rref = _UnsentRRef()
     probe.local_note = "stays here"
     # what the RPC pickler does with a RemoteModule
@@ -421,7 +422,7 @@ def test_sent_over_rpc(with_interface: bool, receiver: str, x: torch.Tensor) -> 
     assert set(PICKLED_ATTRIBUTES) <= extra
     assert "local_note" not in extra
     # besides the six: the re-installed methods and local settings (call timeout, wire dtype)
-    local = {"timeout", "wire_dtype", "_remote_type_name"}
+    local = {"timeout", "wire_dtype"}
     assert extra - set(PICKLED_ATTRIBUTES) - set(names) <= local
     assert arrived["on"] == rm.on
     assert arrived["device"] == rm.device
@@ -812,8 +813,8 @@ def test_generated_module_depends_on_device_movement() -> None:
     on_meta = RemoteModule(
         "worker1/meta", helpers.DeviceReport, module_interface_cls=helpers.DeviceReportInterface
     )
-    cpu_globals = on_cpu.generated_methods[0].__globals__
-    meta_globals = on_meta.generated_methods[0].__globals__
+    cpu_globals = on_cpu._rm_record.generated.__dict__
+    meta_globals = on_meta._rm_record.generated.__dict__
     assert meta_globals["MOVES_CPU_TENSORS_TO_DEVICE"] is True
     if cpu_globals["MOVES_CPU_TENSORS_TO_DEVICE"] is False:
         assert cpu_globals["__name__"] != meta_globals["__name__"]

@@ -61,7 +61,7 @@ def test_typed_class_is_the_remote_module_with_its_interface(
     assert isinstance(rm, RemoteModule)
     assert rm.is_scriptable is scriptable
     assert rm.timeout == 30.0
-    assert rm.generated_methods[0].__globals__["_rm_module_interface_cls"] is interface
+    assert rm._rm_record.generated.__dict__["_rm_module_interface_cls"] is interface
     plain = RemoteModule.init_from_module_rref(
         "worker1/cpu", rm.get_module_rref(), module_interface_cls=interface
     )

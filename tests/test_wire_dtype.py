@@ -110,13 +110,13 @@ def test_the_reply_crosses_in_the_wire_dtype(inputs: tuple[Tensor, Tensor, list[
         "worker1/cpu", Precision, module_interface_cls=PrecisionProtocol, wire_dtype=torch.float16
     )
     rm(*inputs)  # the first call files the module's key
-    generated = rm.generated_methods[0].__globals__
+    generated = rm._rm_record.generated.__dict__
     carried: list[Tensor] = []
     wired = values.cast_to_wire(inputs, torch.float16, carried)
     reply = rpc.rpc_sync(
         "worker1",
         generated["_remote_forward_wire"],
-        (rm.__dict__["_rm_reference"], "cpu", False, torch.float16, carried, *wired),
+        (rm._rm_record.reference, "cpu", False, torch.float16, carried, *wired),
     )
     (scaled, incremented, doubled, _), carried = reply
     assert scaled.dtype == torch.float16 and incremented.dtype == torch.int64

@@ -1,16 +1,16 @@
-"""What generated caller-side methods do outside TorchScript: check, send, wait, name failures.
+"""Sending a generated method's call and waiting for it, outside TorchScript.
 
 Generated code calls :func:`call` and :func:`call_async` (through
 ``remote_module.runtime.contract``); in TorchScript the same methods take a compiled branch
-that sends directly (no checks, native errors).
+that sends directly (no checks, native errors). Also here: waiting for the owner's load of a
+generated module (the ``pending`` field of a RemoteModule's record, set and cleared only here),
+and waiting for replies that carry RRefs.
 """
 
 from __future__ import annotations
 
-import builtins
 import operator
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,23 +20,18 @@ import torch
 import torch.distributed.rpc as rpc
 from torch.futures import Future
 
+from remote_module import _contract
 from remote_module._contract import CALL_PREFIX
-from remote_module.runtime import owner, registry, values
+from remote_module.runtime import keys, owner, values
+from remote_module.runtime.errors import failure
+from remote_module.runtime.record import Record
 
 try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call bookkeeping
     from torch._C._distributed_rpc import _invoke_rpc_torchscript
 except ImportError:  # pragma: no cover - a torch built without it
     _invoke_rpc_torchscript = None  # type: ignore[assignment]
 
-__all__ = [
-    "CALL_PREFIX",
-    "ask_owner_to_load",
-    "call",
-    "call_async",
-    "creation_error",
-    "wait_for_owner",
-    "wait_returning_rrefs",
-]
+__all__ = ["ask_owner_to_load", "call", "call_async", "wait_for_owner", "wait_returning_rrefs"]
 
 _call_prefix = operator.attrgetter(*CALL_PREFIX)  # one C call per send
 # The prefix after the module's reference (its key, or its RRef), which eager calls send first.
@@ -138,14 +133,15 @@ def _when_both_done(first: Future[Any], second: Future[Any], then: Callable[[], 
 def ask_owner_to_load(remote_module: Any) -> None:
     """Ask the owner to load and compile the RemoteModule's generated module, without waiting;
     what needs it waits in :func:`wait_for_owner`."""
-    generated = remote_module.generated_methods[0].__globals__
+    record: Record = remote_module._rm_record
+    generated = record.generated
     request = (
-        generated["__name__"],
-        generated["_rm_module_interface_cls"],
-        bool(generated["MOVES_CPU_TENSORS_TO_DEVICE"]),
+        generated.__name__,
+        getattr(generated, _contract.INTERFACE_CLASS),
+        bool(getattr(generated, _contract.MOVES_TENSORS)),
         remote_module.wire_dtype is not None,
     )
-    remote_module.__dict__["_rm_pending"] = rpc.rpc_async(
+    record.pending = rpc.rpc_async(
         remote_module.module_rref.owner(),
         owner.ensure_generated_module,
         request,
@@ -159,21 +155,20 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
     once the module exists (see ``owner.create_interface_module``); raise why it could not.
     Bounded by the RemoteModule's timeout (that request's own). After a failure the owner is
     asked again, so a load that only outlasted the timeout serves a later call."""
-    pending = remote_module.__dict__.get("_rm_pending")
+    record: Record = remote_module._rm_record
+    pending = record.pending
     if pending is None:
         return
     try:
         pending.wait()
     except Exception as error:  # the owner's own error type, or the RPC's RuntimeError
-        generated = remote_module.generated_methods[0].__globals__["__name__"]
-        failure = _named(
-            RuntimeError(f"loading the generated module {generated} there failed: {error}"),
-            remote_module,
-            what,
+        loading = RuntimeError(
+            f"loading the generated module {record.module_name} there failed: {error}"
         )
+        failed = _named(loading, remote_module, what)
         ask_owner_to_load(remote_module)
-        raise failure from error
-    remote_module.__dict__.pop("_rm_pending", None)
+        raise failed from error
+    record.pending = None
 
 
 def wait_returning_rrefs(future: Future[Any], timeout: float, started: float) -> Any:
@@ -209,23 +204,24 @@ def _send(
     kwargs: Mapping[str, Any] | None,
 ) -> tuple[Future[Any], bool, Future[Any] | None]:
     """Send the call; returns its future, whether it is the RemoteModule's first eager call
-    (whose reply is an ``owner.FirstReply``), and the request to file a scripted module
-    that this call sent beside it, if any."""
+    (whose reply is a ``keys.FirstReply``), and the request to file a scripted module that
+    this call sent beside it, if any."""
     if hints is not None:
         values.check_arguments(method, args, hints)
-    if "_rm_pending" in remote_module.__dict__:  # a first construction's owner is still loading
+    record: Record = remote_module._rm_record
+    if record.pending is not None:  # a first construction's owner is still loading
         wait_for_owner(remote_module, method)
     module_rref = remote_module.module_rref
     try:
         if remote_module.is_scriptable:  # TorchScript remote functions take the RRef
-            return _send_script(remote_module, remote_fn, args, kwargs)
+            return _send_script(remote_module, record, remote_fn, args, kwargs)
         # A Python remote function: the module's key in the owner's table once it has one,
-        # else a first call that sends the RRef and gets the key back (see runtime.owner).
-        reference = remote_module.__dict__.get("_rm_reference")
+        # else a first call that sends the RRef and gets the key back (see runtime.keys).
+        reference = record.reference
         if reference is None:
             first_args = (remote_fn, *_call_prefix(remote_module), *args)
             future = rpc.rpc_async(
-                module_rref.owner(), owner.first_call, first_args, kwargs, remote_module.timeout
+                module_rref.owner(), keys.first_call, first_args, kwargs, remote_module.timeout
             )
             return future, True, None
         rpc_args = (reference, *_after_reference(remote_module), *args)
@@ -239,6 +235,7 @@ def _send(
 
 def _send_script(
     remote_module: Any,
+    record: Record,
     remote_fn: Any,
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any] | None,
@@ -249,37 +246,33 @@ def _send_script(
 
     The RRef costs a protocol message of its own on every call (the owner acknowledges the
     fork it received), about a third of a tiny call. The first Python call that could go
-    keyed asks the owner to file the module (``owner.file_keyed``) beside the call itself;
+    keyed asks the owner to file the module (``keys.file_keyed``) beside the call itself;
     the call waits for that reply too (:func:`_await_filing`), and later calls go keyed.
     Returns what :func:`_send` does."""
-    reference = remote_module.__dict__.get("_rm_reference")
+    reference = record.reference
     if reference is None:
-        reference = _adopt_key(remote_module)
-    twin = _keyed_twins.get(remote_fn)
-    if twin is None:
-        twin = _keyed_twins.setdefault(remote_fn, _keyed_twin(remote_fn))
-    if type(reference) is int and twin[0] is not None:
+        reference = keys.adopt_key(record, remote_module.module_rref)
+    twin = keys.keyed_twin(remote_fn)
+    if type(reference) is int and twin is not None:
         keyed_args = (reference, *_after_reference(remote_module), *args)
-        return _send_by_name(remote_module, twin[0], twin[1], keyed_args, kwargs), False, None
-    script_name = _script_names.get(remote_fn)
-    if script_name is None:
-        script_name = _script_names.setdefault(remote_fn, _script_name(remote_fn))
-    future = _send_by_name(
-        remote_module, remote_fn, script_name, (*_call_prefix(remote_module), *args), kwargs
-    )
+        return _send_by_name(remote_module, twin, keyed_args, kwargs), False, None
+    prefixed = (*_call_prefix(remote_module), *args)
+    future = _send_by_name(remote_module, remote_fn, prefixed, kwargs)
     filing = None
-    if reference is None and twin[0] is not None and "_rm_filing" not in remote_module.__dict__:
-        filing = _ask_owner_to_file(remote_module)
+    if reference is None and twin is not None and record.filing is None:
+        filing = keys.ask_owner_to_file(record, remote_module.module_rref)
     return future, False, filing
 
 
 def _send_by_name(
     remote_module: Any,
     remote_fn: Any,
-    script_name: str,
     rpc_args: tuple[Any, ...],
     kwargs: Mapping[str, Any] | None,
 ) -> Future[Any]:
+    script_name = _script_names.get(remote_fn)
+    if script_name is None:
+        script_name = _script_names.setdefault(remote_fn, _script_name(remote_fn))
     if not script_name or torch.autograd._profiler_enabled():  # torch's own path, recorded
         return rpc.rpc_async(
             remote_module.module_rref.owner(),
@@ -300,97 +293,10 @@ def _send_by_name(
     )
 
 
-def _ask_owner_to_file(remote_module: Any) -> Future[Any]:
-    """Ask the owner to file the module for this RemoteModule's keyed calls; the request's
-    future. The reply carries the keeper RRef: sent without a deadline, so that a late reply
-    is still unpickled and its keeper released (see :func:`wait_returning_rrefs`)."""
-    generated = remote_module.generated_methods[0].__globals__
-    request = (
-        remote_module.module_rref,
-        generated["__name__"],
-        generated["_rm_module_interface_cls"],
-        bool(generated["MOVES_CPU_TENSORS_TO_DEVICE"]),
+def _settle_first_call(remote_module: Any, reply: keys.FirstReply) -> Any:
+    return keys.settle_first_call(
+        remote_module._rm_record, remote_module.module_rref, reply, _owner_name(remote_module)
     )
-    filing = rpc.rpc_async(remote_module.module_rref.owner(), owner.file_keyed, request, timeout=0)
-    remote_module.__dict__["_rm_filing"] = filing
-    return filing
-
-
-def _adopt_key(remote_module: Any) -> int | None:
-    """The module's key once the owner's reply to :func:`_ask_owner_to_file` is in (the
-    keyed twins compiled here, to send calls by name), else None. Where the filing failed,
-    the RemoteModule keeps sending the RRef."""
-    state = remote_module.__dict__
-    filing = state.get("_rm_filing")
-    if filing is None or not filing.done():
-        return None  # not asked yet, or no reply yet
-    # Threads adopting the same reply at once set the same values; the request is forgotten
-    # last, so that none of them asks again meanwhile.
-    try:
-        key, keeper = filing.wait()
-        generated = remote_module.generated_methods[0].__globals__["__name__"]
-        registry.compile_remote_functions(sys.modules[generated], keyed=True)
-    except Exception:  # the module's creation failed, the owner went away: as before
-        state["_rm_reference"] = remote_module.module_rref
-        state.pop("_rm_filing", None)
-        return None
-    state["_rm_keeper"] = keeper
-    state["_rm_reference"] = key
-    state.pop("_rm_filing", None)
-    return int(key)
-
-
-# remote function -> (its keyed twin, that twin's TorchScript qualified name), or
-# (None, "") where it has none (wire functions; eager families)
-_keyed_twins: dict[Any, tuple[Any, str]] = {}
-
-
-def _keyed_twin(remote_fn: Any) -> tuple[Any, str]:
-    """A generated module lists each remote function's keyed twin at its own index."""
-    module = sys.modules.get(getattr(remote_fn, "__module__", ""))
-    plain = getattr(module, "_remote_functions", ())
-    if remote_fn not in plain:
-        return None, ""
-    twin = module._keyed_functions[plain.index(remote_fn)]  # type: ignore[union-attr]
-    return twin, _script_name(twin)
-
-
-def _settle_first_call(remote_module: Any, reply: owner.FirstReply) -> Any:
-    """Keep the key the owner filed the module under (or its RRef, where it has none) for the
-    RemoteModule's later calls, and give back the call's result; where the module could not
-    be created, raise that error once, named."""
-    if isinstance(reply, owner.CreationFailure):
-        raise creation_error(remote_module, reply)
-    result, key = reply
-    remote_module.__dict__["_rm_reference"] = remote_module.module_rref if key is None else key
-    return result
-
-
-def creation_error(
-    remote_module: Any, failure: owner.CreationFailure, future_owner: str | int | None = None
-) -> Exception:
-    """The error ``module_cls`` raised on the owner, as its own builtin type (RuntimeError for
-    any other), named once: the RemoteModule, the module's creator, the owner (``future_owner``
-    while the RemoteModule has no RRef yet)."""
-    kind = getattr(builtins, failure.error_type, None)
-    if not (isinstance(kind, type) and issubclass(kind, Exception)):
-        kind = RuntimeError
-    name = remote_module.__dict__.get("_rm_creator", "the module")
-    if future_owner is None:
-        where = remote_module.module_rref.owner_name()
-    elif isinstance(future_owner, int):
-        where = _worker_name(future_owner)
-    else:
-        where = future_owner
-    return kind(
-        f"RemoteModule: creating {name} on worker '{where}' failed: "
-        f"{failure.error_type}: {failure.message}"
-    )
-
-
-def _worker_name(rank: int) -> str:
-    agent = rpc._get_current_rpc_agent()
-    return next(str(info.name) for info in agent.get_worker_infos() if info.id == rank)
 
 
 # remote function -> its TorchScript qualified name, or "" for a Python function
@@ -406,13 +312,11 @@ def _script_name(remote_fn: Any) -> str:
 
 
 def _named(error: RuntimeError, remote_module: Any, method: str) -> RuntimeError:
+    return failure(error, method, _owner_name(remote_module))
+
+
+def _owner_name(remote_module: Any) -> str:
     try:
-        owner = remote_module.module_rref.owner_name()
+        return str(remote_module.module_rref.owner_name())
     except RuntimeError:
-        owner = str(remote_module.on)
-    return RuntimeError(f"{_qualified(method)} on worker '{owner}' failed: {error}")
-
-
-def _qualified(method: str) -> str:
-    """``RemoteModule.forward`` for a method; anything else (``torch.jit.script``) as is."""
-    return method if "." in method else f"RemoteModule.{method}"
+        return str(remote_module.on)

@@ -10,7 +10,7 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
   and :func:`move_to_device`, :func:`cast_to_wire`, :func:`restore_from_wire` where no
   types are known;
 - :func:`owner_module` in eager remote functions: the module a call names (its key in the
-  owner's table, or its RRef; see ``remote_module.runtime.owner``); :func:`keyed_module` in
+  owner's table, or its RRef; see ``remote_module.runtime.keys``); :func:`keyed_module` in
   the TorchScript family's keyed remote functions, through a lookup marked :func:`ignore`
   (TorchScript calls it in Python): the module filed under a key;
 - :func:`is_scripting`, and :func:`rpc_async` and :func:`fork` in their TorchScript branch:
@@ -35,9 +35,9 @@ from torch.futures import Future
 
 from remote_module._contract import CALL_PREFIX, cast_tensor, move_tensor, restore_tensor
 from remote_module.runtime.calls import call, call_async
+from remote_module.runtime.keys import keyed_module
+from remote_module.runtime.keys import module_for as owner_module
 from remote_module.runtime.module import RemoteModule
-from remote_module.runtime.owner import keyed_module
-from remote_module.runtime.owner import module_for as owner_module
 from remote_module.runtime.registry import check_fresh, register
 from remote_module.runtime.values import (
     cast_to_wire,

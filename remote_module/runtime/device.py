@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["RemoteDevice", "parse_remote_device"]
+__all__ = ["RemoteDevice", "parse_remote_device", "target"]
 
 _PARSE_ERROR = "Could not parse remote_device: {}. The valid format is '<workername>/<device>'"
 
@@ -37,8 +37,26 @@ def parse_remote_device(remote_device: str) -> RemoteDevice:
     return _parse(remote_device)
 
 
-# Every construction parses its remote_device; a program uses a handful of distinct ones.
+def target(remote_device: str) -> tuple[str | int, str, bool]:
+    """The owner, the device's text, and whether it is not the CPU: what a construction needs
+    of ``remote_device``, which it parses as :func:`parse_remote_device` does."""
+    if type(remote_device) is not str:
+        parse_remote_device(remote_device)  # raises: not a string
+    return _target(remote_device)
+
+
+# Every construction asks; a program uses a handful of remote devices.
 @functools.lru_cache(maxsize=256)
+def _target(remote_device: str) -> tuple[str | int, str, bool]:
+    owner, _, device = remote_device.partition("/")
+    if device == "cpu" and owner and owner.isascii() and owner.isprintable() and ":" not in owner:
+        # "<workername>/cpu", as _parse reads it, without torch.device and the parse: in a
+        # fresh process they cost more than everything else before the request.
+        return (owner, "cpu", False)
+    parsed = _parse(remote_device)
+    return (parsed.on, str(parsed.device), parsed.device.type != "cpu")
+
+
 def _parse(remote_device: str) -> RemoteDevice:
     error = ValueError(_PARSE_ERROR.format(remote_device))
     fields = remote_device.split("/")

@@ -8,13 +8,10 @@ exported methods, so ``torch.jit.script`` compiles a RemoteModule built with an 
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import numbers
 import time
-import types
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import torch
@@ -23,22 +20,15 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module._torchscript import use_script_stubs
-from remote_module.runtime import owner, registry, wire
-from remote_module.runtime.calls import (
-    ask_owner_to_load,
-    creation_error,
-    wait_for_owner,
-    wait_returning_rrefs,
-)
-from remote_module.runtime.device import parse_remote_device
+from remote_module.runtime import construction, owner, wire
+from remote_module.runtime.calls import wait_for_owner, wait_returning_rrefs
+from remote_module.runtime.errors import failure
+from remote_module.runtime.record import Record
 from remote_module.runtime.values import move_to_device
 
 __all__ = ["RemoteModule"]
 
 _NOT_SUPPORTED = "Method ``{}`` not supported for RemoteModule"
-# What Python calls keep in a RemoteModule's __dict__, which TorchScript never reads.
-_PYTHON_CALL_STATE = ("_rm_reference", "_rm_keeper", "_rm_filing", "_rm_pending")
-_UNSET_TIMEOUT = float(rpc.constants.UNSET_RPC_TIMEOUT)
 
 T = TypeVar("T", bound="RemoteModule")
 
@@ -107,6 +97,10 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         torch.Size([2, 4])
     """
 
+    # Its record (remote_module.runtime.record): in a slot, not in __dict__, which TorchScript
+    # walks when scripting and upstream's tests compare.
+    __slots__ = ("_rm_record",)
+
     # No class-level attribute annotations at run time: TorchScript would read them as
     # attribute types. Type checkers see these.
     if TYPE_CHECKING:
@@ -119,6 +113,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         timeout: float
         wire_dtype: torch.dtype | None
         _rm_bound_interface: Any
+        _rm_record: Record
 
         # The generated methods (installed per instance): anything, for type checkers; a
         # typed class (``Remote<Interface>``) declares exactly its interface's methods.
@@ -131,7 +126,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         super().__init_subclass__(**kwargs)
         wire.register_reducer(cls)
 
-    if TYPE_CHECKING:  # the constructor's signature, as _construct takes it
+    if TYPE_CHECKING:  # the constructor's signature, as construction.construct takes it
 
         def __init__(
             self,
@@ -148,71 +143,9 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
 
     else:
         # Short on purpose: torch.jit.script reads and parses __init__'s source on every call.
-        # inspect.signature(RemoteModule) shows _construct's signature (set below the class).
+        # inspect.signature(RemoteModule) shows construct's signature (set below the class).
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self._construct(*args, **kwargs)  # calls nn.Module.__init__ once the owner is asked
-
-    def _construct(
-        self,
-        remote_device: str,
-        module_cls: Callable[..., nn.Module],
-        args: tuple[Any, ...] | None = None,
-        kwargs: dict[str, Any] | None = None,
-        module_interface_cls: Any = None,
-        *,
-        _module_interface_cls: Any = None,
-        timeout: float | None = None,
-        wire_dtype: torch.dtype | None = None,
-    ) -> None:
-        args, kwargs = _check_arguments(args, kwargs)
-        interface_cls = _pick_interface(type(self), module_interface_cls, _module_interface_cls)
-        move_tensors = self._prepare(remote_device, interface_cls, timeout, wire_dtype)
-        if interface_cls is None:
-            # Asynchronous: a module_cls that fails surfaces on the first call. Sent before
-            # anything else, nn.Module's own set-up included: the owner starts creating while
-            # this side finishes (a first construction's first call waits for the creation).
-            try:
-                self.__dict__["module_rref"] = rpc.remote(
-                    self.on,
-                    owner.create_module,
-                    (module_cls, args, kwargs, self.device),
-                    timeout=self.timeout,
-                )
-            except RuntimeError as error:
-                raise self._creation_failed(error, module_cls) from error
-            super().__init__()
-            self.__dict__["_rm_creator"] = _callable_name(module_cls)
-            self._install(registry.non_scriptable_module())
-        else:
-            # One round trip: the owner creates (and, for a TorchScript interface, scripts)
-            # the module; meanwhile this side sets itself up and loads the generated module.
-            started = time.monotonic()
-            module_name = self._generated_module_name(interface_cls, move_tensors)
-            wire = wire_dtype is not None
-            creation = (module_cls, args, kwargs, self.device, interface_cls, module_name, wire)
-            future = rpc.rpc_async(
-                self.on,
-                owner.create_interface_module,
-                creation,
-                timeout=0,  # bounded below; the reply carries an RRef (see wait_returning_rrefs)
-            )
-            super().__init__()
-            self.__dict__["_rm_creator"] = _callable_name(module_cls)
-            self._install(registry.ensure_module(module_name, interface_cls, move_tensors, wire))
-            try:
-                created = wait_returning_rrefs(future, self.timeout, started)
-            except RuntimeError as error:
-                raise self._creation_failed(error, module_cls) from error
-            if isinstance(created, owner.CreationFailure):
-                raise creation_error(self, created, future_owner=self.on)
-            module_rref, generated_ready = created
-            self.__dict__["module_rref"] = module_rref
-            if not generated_ready:
-                # The owner loads and compiles the generated module while this returns; the
-                # first call (or scripting, or sending this over RPC) waits for it.
-                ask_owner_to_load(self)
-        if isinstance(module_cls, type):
-            self.__dict__["_remote_type_name"] = module_cls.__qualname__
+            construction.construct(self, *args, **kwargs)  # nn.Module's set-up once sent
 
     @classmethod
     def init_from_module_rref(
@@ -230,30 +163,15 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         Several RemoteModules can share one remote module this way; it is also how a scripted
         RemoteModule reaches another worker: send ``rm.get_module_rref()`` and rebuild it there.
         """
-        remote_module = cls.__new__(cls)
-        nn.Module.__init__(remote_module)
-        interface_cls = _pick_interface(cls, module_interface_cls, _module_interface_cls)
-        move_tensors = remote_module._prepare(remote_device, interface_cls, timeout, wire_dtype)
-        module_name = remote_module._generated_module_name(interface_cls, move_tensors)
-        remote_module.module_rref = module_rref
-        if interface_cls is not None:
-            # The owner may never have compiled this interface's remote functions.
-            wire = wire_dtype is not None
-            future = rpc.rpc_async(
-                module_rref.owner(),
-                owner.ensure_generated_module,
-                (module_name, interface_cls, move_tensors, wire),
-                timeout=remote_module.timeout,
-            )
-            generated = registry.ensure_module(module_name, interface_cls, move_tensors, wire)
-            with _failures_named(
-                "RemoteModule.init_from_module_rref", repr(module_rref.owner_name())
-            ):
-                future.wait()
-        else:
-            generated = registry.non_scriptable_module()
-        remote_module._install(generated)
-        return remote_module
+        return construction.from_module_rref(
+            cls,
+            remote_device,
+            module_rref,
+            module_interface_cls,
+            _module_interface_cls=_module_interface_cls,
+            timeout=timeout,
+            wire_dtype=wire_dtype,
+        )
 
     def remote_parameters(self, recurse: bool = True) -> list[rpc.RRef[Parameter]]:
         """RRefs to the remote module's parameters, for ``DistributedOptimizer``."""
@@ -261,8 +179,10 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         future = rpc.rpc_async(
             self.module_rref.owner(), owner.parameter_rrefs, (self.module_rref, recurse), timeout=0
         )
-        with self._failures_named("remote_parameters"):
+        try:
             return wait_returning_rrefs(future, self.timeout, started)
+        except RuntimeError as error:
+            raise self._failure(error, "remote_parameters") from error
 
     def get_module_rref(self) -> rpc.RRef[nn.Module]:
         """The RRef to the module on its owner."""
@@ -313,7 +233,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         hands torch the exported methods parsed once per process instead of on every call
         (see ``remote_module._torchscript``)."""
         if not self.is_scriptable:
-            interface = self.generated_methods[0].__globals__.get("INTERFACE")
+            interface = getattr(self._rm_record.generated, "INTERFACE", None)
             if interface is None:
                 return self  # no interface: torch refuses it as upstream's is refused
             raise TypeError(
@@ -331,16 +251,15 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     @property
     def __jit_ignored_attributes__(self) -> list[str]:
         """Attributes ``torch.jit.script`` need not try (and fail) to type on every call: the
-        generated methods, which it compiles from their source anyway, their list, and the
-        state of Python calls (the key, its keeper, pending requests)."""
+        generated methods, which it compiles from their source anyway, and their list."""
         methods = self.__dict__.get("generated_methods", ())
-        return [*_PYTHON_CALL_STATE, "generated_methods", *(m.__name__ for m in methods)]
+        return ["generated_methods", *(m.__name__ for m in methods)]
 
     def __dir__(self) -> list[str]:
         # What the class lists, the RemoteModule's own attributes and its generated methods;
         # not nn.Module's bookkeeping (hooks, empty parameter dicts), which torch.jit.script
         # would walk on every call.
-        own = (name for name in self.__dict__ if name not in wire.MODULE_BOOKKEEPING)
+        own = (name for name in self.__dict__ if name not in construction.MODULE_BOOKKEEPING)
         return sorted({*dir(type(self)), *own})
 
     def __repr__(self) -> str:
@@ -374,67 +293,29 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             _NOT_SUPPORTED.format("parameters") + ". Please use ``remote_parameters`` instead."
         )
 
-    def _prepare(
-        self,
-        remote_device: str,
-        interface_cls: Any,
-        timeout: float | None,
-        wire_dtype: torch.dtype | None = None,
-    ) -> bool:
-        """Set the local attributes; returns whether tensors move to a non-CPU device."""
-        if not rpc._is_current_rpc_agent_set():
-            raise AssertionError("RemoteModule only works in RPC.")
-        on, device, off_cpu = _target(remote_device)
-        # Plain values: straight into __dict__, past nn.Module.__setattr__'s type checks.
-        self.__dict__.update(
-            on=on,
-            device=device,
-            is_device_map_set=_is_device_map_set(on),
-            is_scriptable=interface_cls is not None and registry.is_script_interface(interface_cls),
-            timeout=_UNSET_TIMEOUT if timeout is None else _check_timeout(timeout),
-            wire_dtype=None if wire_dtype is None else _check_wire_dtype(wire_dtype),
-        )
-        return off_cpu
-
-    def _generated_module_name(self, interface_cls: Any, move_tensors: bool) -> str:
-        if interface_cls is None:
-            return registry.non_scriptable_module().__name__
-        return registry.scriptable_module_name(interface_cls, move_tensors)
-
-    def _install(self, generated: types.ModuleType) -> None:
-        methods = list(generated._generated_methods)
-        self.__dict__["generated_methods"] = methods
-        for method in methods:
-            self.__dict__[method.__name__] = types.MethodType(torch.jit.export(method), self)
-        wire.check_attributes(self)
-
-    def _creation_failed(self, error: RuntimeError, module_cls: Any) -> RuntimeError:
-        """An RPC failure of the creation request, naming the creator and the owner."""
-        creating = f"RemoteModule: creating {_callable_name(module_cls)}"
-        return _failure_named(error, creating, repr(self.on))
-
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
-        with self._failures_named(method):
+        try:
             return rpc.rpc_sync(self.module_rref.owner(), fn, args, timeout=self.timeout)
+        except RuntimeError as error:
+            raise self._failure(error, method) from error
 
-    def _failures_named(self, method: str) -> contextlib.AbstractContextManager[None]:
-        return _failures_named(f"RemoteModule.{method}", repr(self.module_rref.owner_name()))
+    def _failure(self, error: RuntimeError, method: str) -> RuntimeError:
+        return failure(error, method, self.module_rref.owner_name())
 
     def _remote_module_type(self) -> str:
-        name = self.__dict__.get("_remote_type_name")
-        if name is None:
+        record = self._rm_record
+        if record.type_name is None:
             try:
-                name = self._on_owner("__repr__", owner.type_name, self.module_rref)
+                record.type_name = self._on_owner("__repr__", owner.type_name, self.module_rref)
             except RuntimeError:
                 return "<unreachable>"
-            self._remote_type_name = name
-        return name
+        return record.type_name
 
 
 wire.register_reducer(RemoteModule)
 RemoteModule.parameters._rm_unsupported = True  # type: ignore[attr-defined]
 RemoteModule.__init__.__signature__ = inspect.signature(  # type: ignore[attr-defined]
-    RemoteModule._construct
+    construction.construct
 )
 
 
@@ -502,140 +383,5 @@ for _name in UNSUPPORTED_METHODS:
 del _name
 
 
-@contextlib.contextmanager
-def _failures_named(what: str, owner_name: str) -> Iterator[None]:
-    """Re-raise an RPC failure (timeout, lost peer) naming the step and the owner."""
-    try:
-        yield
-    except RuntimeError as error:
-        raise _failure_named(error, what, owner_name) from error
-
-
-def _failure_named(error: RuntimeError, what: str, owner_name: str) -> RuntimeError:
-    return RuntimeError(f"{what} on worker {owner_name} failed: {error}")
-
-
 def _raise_not_supported(name: str) -> NoReturn:
     raise ValueError(_NOT_SUPPORTED.format(name))
-
-
-def _pick_interface(cls: type[RemoteModule], module_interface_cls: Any, legacy: Any) -> Any:
-    """The interface a RemoteModule of class ``cls`` is built with: the one given (by either
-    keyword), or the one a typed class is bound to."""
-    if (
-        module_interface_cls is not None
-        and legacy is not None
-        and module_interface_cls is not legacy
-    ):
-        raise ValueError(
-            "pass the interface as module_interface_cls or _module_interface_cls, not both"
-        )
-    given = module_interface_cls if module_interface_cls is not None else legacy
-    bound = cls._rm_bound_interface
-    if bound is None or given is None or given is bound:
-        return given if given is not None else bound
-    raise ValueError(
-        f"{cls.__name__} is bound to the interface {bound.__module__}.{bound.__qualname__}; "
-        f"module_interface_cls={given!r} does not match it"
-    )
-
-
-# RPC keeps timeouts as 32-bit milliseconds, and 0 ms means "never time out".
-_MIN_TIMEOUT_S, _MAX_TIMEOUT_S = 0.001, 2_147_483.0
-
-
-def _check_timeout(timeout: float | None) -> float:
-    if timeout is None:
-        return _UNSET_TIMEOUT
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, numbers.Real)
-        or not _MIN_TIMEOUT_S <= timeout <= _MAX_TIMEOUT_S
-    ):
-        raise ValueError(
-            f"RemoteModule timeout must be a number of seconds between {_MIN_TIMEOUT_S} and "
-            f"{_MAX_TIMEOUT_S:.0f}, got {timeout!r}"
-        )
-    return float(timeout)
-
-
-def _check_wire_dtype(wire_dtype: Any) -> torch.dtype | None:
-    if wire_dtype is None or (isinstance(wire_dtype, torch.dtype) and wire_dtype.is_floating_point):
-        return wire_dtype
-    raise ValueError(
-        "RemoteModule wire_dtype must be None or a floating-point torch.dtype such as "
-        f"torch.bfloat16 or torch.float16, got {wire_dtype!r}"
-    )
-
-
-def _check_arguments(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    if kwargs is None and type(args) is tuple:
-        return args, {}  # the common case
-    if args is None:
-        args = ()
-    if not isinstance(args, (tuple, list)):
-        raise TypeError(f"RemoteModule args must be a tuple or list, got {type(args).__name__}")
-    if kwargs is None:
-        kwargs = {}
-    if not isinstance(kwargs, (dict, Mapping)) or not all(isinstance(key, str) for key in kwargs):
-        raise TypeError(f"RemoteModule kwargs must be a mapping with str keys, got {kwargs!r:.100}")
-    return tuple(args), dict(kwargs)
-
-
-def _callable_name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
-
-
-def _target(remote_device: str) -> tuple[str | int, str, bool]:
-    """The owner, the device's text, and whether it is not the CPU (every construction asks;
-    a program uses a handful of remote devices)."""
-    if type(remote_device) is not str:
-        parse_remote_device(remote_device)  # raises: not a string
-    known = _targets.get(remote_device)
-    if known is not None:
-        return known
-    owner, _, device = remote_device.partition("/")
-    target: tuple[str | int, str, bool]
-    if device == "cpu" and owner and owner.isascii() and owner.isprintable() and ":" not in owner:
-        # "<workername>/cpu", as parse_remote_device reads it, without torch.device and the
-        # parse: in a fresh process they cost more than everything else before the request.
-        target = (owner, "cpu", False)
-    else:
-        parsed = parse_remote_device(remote_device)
-        target = (parsed.on, str(parsed.device), parsed.device.type != "cpu")
-    if len(_targets) < 256:
-        _targets[remote_device] = target
-    return target
-
-
-_targets: dict[str, tuple[str | int, str, bool]] = {}
-
-
-def _is_device_map_set(on: str | int) -> bool:
-    """Whether the current RPC agent has a device map to ``on`` (which must be a worker): fixed
-    for an agent's lifetime, so asked once per agent and owner."""
-    agent = rpc._get_current_rpc_agent()
-    if _device_maps_of[0] is not agent:
-        _device_maps.clear()
-        _device_maps_of[0] = agent
-    known = _device_maps.get(on)
-    if known is None:
-        known = _device_maps[on] = bool(agent._get_device_map(_worker_info(agent, on)))
-    return known
-
-
-# owner -> whether the agent in _device_maps_of has a device map to it
-_device_maps: dict[str | int, bool] = {}
-_device_maps_of: list[Any] = [None]
-
-
-def _worker_info(agent: Any, on: str | int) -> Any:
-    if isinstance(on, str):
-        try:
-            return agent.get_worker_info(on)
-        except (RuntimeError, TypeError) as error:
-            raise RuntimeError(f"RemoteModule: no RPC worker named {on!r} ({error})") from None
-    for info in agent.get_worker_infos():
-        if info.id == on:
-            return info
-    raise ValueError(f"RemoteModule: no RPC worker has rank {on}")

@@ -2,39 +2,14 @@
 RemoteModule sends besides its generated methods (parameters, state dicts, training mode, its
 class name).
 
-The key table. Eager calls (RemoteModules without a TorchScript interface) do not send the
-module's RRef: pickling an RRef costs a fork, acknowledged by another protocol message, on
-every call. A RemoteModule's first call sends the RRef once (:func:`first_call`); the owner
-files the module under a new key and says which; later calls send the key (an int), which
-:func:`module_for` looks up. The rules:
-
-- the table holds each module weakly: an entry lives exactly as long as the RRef's value, so
-  the module is freed when its last RRef goes, as without the table;
-- keys come from one counter per owner process and are never reused, so a stale key can
-  never reach another module; a call whose module was freed fails with a RuntimeError that
-  says so;
-- a module the owner cannot hold with the RRef's lifetime (the C++ module behind an
-  interface-typed RRef, which gets a new Python wrapper on every access) gets no key there,
-  and its RemoteModule keeps sending the RRef.
-
-Scripted modules (a TorchScript interface) are filed the other way, by :func:`file_keyed`:
-Python has no weak reference to the C++ module, so the table holds it strongly, for exactly
-as long as the filing's *keeper* lives: an RRef to a small object of this module's, sent to
-the RemoteModule that asked and held there beside its module RRef. When that RemoteModule
-goes, so does its keeper, and the entry with it; the module itself lives on exactly as long
-as its own RRef. Python calls of a scripted module then run the keyed TorchScript remote
-functions, which find it with :func:`keyed_module`; TorchScript callers keep sending the RRef.
-Keys come from the same counter as above.
+The key table by which calls find a module here is ``remote_module.runtime.keys``.
 """
 
 from __future__ import annotations
 
-import ast
 import collections
-import itertools
-import weakref
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 import torch.distributed.rpc as rpc
@@ -43,139 +18,20 @@ from torch.nn.parameter import Parameter
 
 from remote_module._torchscript import script_module
 from remote_module.runtime import registry
+from remote_module.runtime.errors import CreationFailure
 
 __all__ = [
     "Created",
-    "CreationFailure",
-    "FirstReply",
     "create_interface_module",
     "create_module",
     "ensure_generated_module",
-    "file_keyed",
-    "first_call",
-    "keyed_module",
     "load_state_dict",
     "local_module",
-    "module_for",
     "parameter_rrefs",
     "state_dict",
     "train",
     "type_name",
 ]
-
-
-class CreationFailure(NamedTuple):
-    """Why ``module_cls(*args, **kwargs)`` failed on the owner: the error's builtin type name
-    and its own message, sent back as data so the caller raises it once, without RPC's
-    remote-traceback wrapping."""
-
-    error_type: str
-    message: str
-
-
-# The reply to a RemoteModule's first eager call: the method's result and the module's key in
-# the table (None when it has none), or why the module could not be created. A plain tuple:
-# a NamedTuple's class travels by name and costs tens of microseconds more to pickle cold.
-FirstReply = tuple[Any, int | None] | CreationFailure
-
-
-# key -> module, held weakly (see the module docstring); keys never repeat.
-_modules: weakref.WeakValueDictionary[int, nn.Module] = weakref.WeakValueDictionary()
-_keys = itertools.count(1)
-
-
-def first_call(
-    remote_fn: Callable[..., Any], module_rref: rpc.RRef[Any], *rest: Any, **kwargs: Any
-) -> FirstReply:
-    """Run a RemoteModule's first eager call: file the module under a new key, then call
-    ``remote_fn`` as later calls will, with that key (``rest``: the call prefix after the
-    RRef, then the call's own arguments)."""
-    try:
-        module = module_rref.local_value()
-    except Exception as error:  # the creation failed; the RRef holds its remote error
-        return _creation_failure(error)
-    key = _register(module)
-    reference: Any = module_rref if key is None else key
-    return remote_fn(reference, *rest, **kwargs), key
-
-
-def module_for(reference: Any) -> Any:
-    """The module an eager call names: a key in the table, or (where there is no key) its RRef."""
-    if type(reference) is int:
-        module = _modules.get(reference)
-        if module is None:
-            raise RuntimeError(
-                f"RemoteModule: the module filed under key {reference} on this owner is gone: "
-                "its last RRef was deleted before this call arrived"
-            )
-        return module
-    return reference.local_value()
-
-
-# key -> scripted module, held strongly while the filing's keeper lives (see the docstring).
-_held: dict[int, Any] = {}
-
-
-class Keeper:
-    """The value of a filing's keeper RRef: the key it holds in the table, dropped with it."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, key: int) -> None:
-        self.key = key
-
-    def __del__(self) -> None:
-        _held.pop(self.key, None)
-
-
-def file_keyed(
-    module_rref: rpc.RRef[Any], module_name: str, interface_cls: Any, move_tensors: bool
-) -> tuple[int, rpc.RRef[Keeper]]:
-    """File the module behind ``module_rref`` for the keyed remote functions of
-    ``module_name`` (compiled here first): its key, and the keeper that holds it there."""
-    registry.ensure_module(module_name, interface_cls, move_tensors, keyed=True)
-    module = module_rref.local_value()
-    key = next(_keys)
-    _held[key] = module
-    return key, rpc.RRef(Keeper(key))
-
-
-def keyed_module(key: int) -> Any:
-    """The module filed under ``key`` by :func:`file_keyed`."""
-    module = _held.get(key)
-    if module is None:
-        raise RuntimeError(
-            f"RemoteModule: the module filed under key {key} on this owner is gone: the "
-            "RemoteModule that filed it was deleted before this call arrived"
-        )
-    return module
-
-
-def _register(module: Any) -> int | None:
-    if isinstance(module, torch._C.ScriptModule):
-        return None  # a new wrapper on every access: nothing here lives as long as the RRef
-    key = next(_keys)
-    try:
-        _modules[key] = module
-    except TypeError:  # not weakly referenceable
-        return None
-    return key
-
-
-def _creation_failure(error: BaseException) -> CreationFailure:
-    """The failed creation's own error type and message. torch keeps it as the text of a
-    remote error, ``On WorkerInfo(...):`` then ``repr(error)`` then the traceback; where that
-    text is not in this form, the whole of it."""
-    lines = str(error).split("\n", 2)
-    if len(lines) >= 2 and lines[0].startswith("On WorkerInfo"):
-        try:
-            call = ast.parse(lines[1].strip(), mode="eval").body
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
-                parts = [ast.literal_eval(argument) for argument in call.args]
-                return CreationFailure(call.func.id, ", ".join(map(str, parts)))
-        except (SyntaxError, ValueError):
-            pass
-    return CreationFailure(type(error).__name__, str(error))
 
 
 def create_module(

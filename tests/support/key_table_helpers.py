@@ -7,16 +7,16 @@ import torch
 import torch.distributed.autograd as dist_autograd
 from torch import Tensor, nn
 
-from remote_module.runtime import owner
+from remote_module.runtime import keys, owner
 
 
 def filed(key: int) -> bool:
     """Whether the owner's table still holds a module under ``key``."""
-    return owner._modules.get(key) is not None
+    return keys._modules.get(key) is not None
 
 
 def filed_keys() -> list[int]:
-    return sorted(owner._modules.keys())
+    return sorted(keys._modules.keys())
 
 
 class Failing(nn.Module):
@@ -44,12 +44,12 @@ _watched: dict[int, Any] = {}
 
 def held(key: int) -> bool:
     """Whether the owner's table of scripted modules still holds ``key``."""
-    return key in owner._held
+    return key in keys._held
 
 
 def watch_held(key: int) -> None:
     """Watch the scripted module filed under ``key``, to tell later whether it was freed."""
-    module = torch.jit._recursive.wrap_cpp_module(owner._held[key])
+    module = torch.jit._recursive.wrap_cpp_module(keys._held[key])
     _watched[key] = torch._C._WeakTensorRef(next(module.parameters()))
 
 
@@ -69,7 +69,7 @@ def call_until_keyed(remote_module: Any, x: Tensor, within_s: float = 20.0) -> l
     """On a receiver: call ``remote_module`` until its calls go keyed; every result."""
     results = [remote_module(x)]
     deadline = time.monotonic() + within_s
-    while type(remote_module.__dict__.get("_rm_reference")) is not int:
+    while type(remote_module._rm_record.reference) is not int:
         assert time.monotonic() < deadline, "the owner never filed the module"
         time.sleep(0.01)
         results.append(remote_module(x))
@@ -77,7 +77,7 @@ def call_until_keyed(remote_module: Any, x: Tensor, within_s: float = 20.0) -> l
     return results
 
 
-_file_keyed = owner.file_keyed
+_file_keyed = keys.file_keyed
 
 
 def slow_filings(delay_s: float) -> None:
@@ -87,4 +87,4 @@ def slow_filings(delay_s: float) -> None:
         time.sleep(delay_s)
         return _file_keyed(*args)
 
-    owner.file_keyed = slow if delay_s else _file_keyed  # type: ignore[assignment]
+    keys.file_keyed = slow if delay_s else _file_keyed  # type: ignore[assignment]

@@ -1,0 +1,331 @@
+"""How a RemoteModule comes to life, four ways, through one initialiser.
+
+- the constructor without an interface (:func:`construct`): ``rpc.remote`` of
+  ``owner.create_module``, asynchronous; a ``module_cls`` that fails surfaces at the first call;
+- the constructor with an interface (:func:`construct`): one round trip to
+  ``owner.create_interface_module``, which creates (and scripts) the module; the owner's load
+  of the generated module may follow in a second request (``calls.ask_owner_to_load``);
+- :func:`from_module_rref`: over an existing RRef (``RemoteModule.init_from_module_rref``);
+- :func:`received`: a RemoteModule that arrived over RPC (``remote_module.runtime.wire``).
+
+Each ends in :func:`initialise`, which sets the public attributes in upstream's order, the
+generated methods and the RemoteModule's record (``remote_module.runtime.record``).
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+import types
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+import torch
+import torch.distributed.rpc as rpc
+from torch import nn
+
+from remote_module import _contract
+from remote_module.runtime import calls, owner, registry
+from remote_module.runtime.device import target
+from remote_module.runtime.errors import CreationFailure, creation_error, failure
+from remote_module.runtime.record import Record
+
+if TYPE_CHECKING:
+    from remote_module.runtime.module import RemoteModule
+
+__all__ = [
+    "LOCAL_ATTRIBUTES",
+    "MODULE_BOOKKEEPING",
+    "PICKLED_ATTRIBUTES",
+    "Placement",
+    "construct",
+    "from_module_rref",
+    "initialise",
+    "received",
+]
+
+T = TypeVar("T", bound="RemoteModule")
+
+_UNSET_TIMEOUT = float(rpc.constants.UNSET_RPC_TIMEOUT)
+
+# What crosses the wire when a RemoteModule is sent over RPC, in this order (see
+# remote_module.runtime.wire): the generated methods travel as their module's name.
+PICKLED_ATTRIBUTES = (
+    "on",
+    "device",
+    "is_device_map_set",
+    "is_scriptable",
+    "generated_methods",
+    "module_rref",
+)
+# Local state that stays behind: nn.Module's own bookkeeping and the call options (a receiver
+# has neither). Everything else a RemoteModule knows is in its record, not in its __dict__.
+MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
+LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {"training", "timeout", "wire_dtype"}
+
+
+class Placement(NamedTuple):
+    """The first four attributes that cross the wire: where the module lives and how it is
+    called."""
+
+    on: str | int
+    device: str
+    is_device_map_set: bool
+    is_scriptable: bool
+
+
+def initialise(
+    remote_module: RemoteModule,
+    placement: Placement,
+    module_rref: Any,
+    generated: types.ModuleType,
+    timeout: float = _UNSET_TIMEOUT,
+    wire_dtype: torch.dtype | None = None,
+    record: Record | None = None,
+) -> None:
+    """Give ``remote_module`` its state: the six attributes that cross the wire, in upstream's
+    order (upstream's own test compares the keys of a received one), then nn.Module's
+    bookkeeping, its options and the generated methods; and its record. ``module_rref`` may
+    be None while a construction waits for it (the slot keeps its place)."""
+    state = remote_module.__dict__  # plain values, past nn.Module.__setattr__'s checks
+    methods = list(getattr(generated, _contract.GENERATED_METHODS))
+    state.update(zip(PICKLED_ATTRIBUTES, (*placement, methods, module_rref), strict=True))
+    nn.Module.__init__(remote_module)
+    state["timeout"] = timeout
+    state["wire_dtype"] = wire_dtype
+    for method in methods:
+        state[method.__name__] = types.MethodType(torch.jit.export(method), remote_module)
+    remote_module._rm_record = record if record is not None else Record(generated)
+    _check_attributes(remote_module, methods)
+
+
+def _check_attributes(remote_module: RemoteModule, methods: list[Any]) -> None:
+    """Every attribute either crosses the wire or is known to stay local."""
+    names = {method.__name__ for method in methods}
+    for name in remote_module.__dict__:
+        if name not in PICKLED_ATTRIBUTES and name not in LOCAL_ATTRIBUTES and name not in names:
+            raise AttributeError(
+                f"RemoteModule attribute {name!r} is neither sent over RPC nor known to be local"
+            )
+
+
+def construct(
+    remote_module: RemoteModule,
+    remote_device: str,
+    module_cls: Callable[..., nn.Module],
+    args: tuple[Any, ...] | None = None,
+    kwargs: dict[str, Any] | None = None,
+    module_interface_cls: Any = None,
+    *,
+    _module_interface_cls: Any = None,
+    timeout: float | None = None,
+    wire_dtype: torch.dtype | None = None,
+) -> None:
+    """``RemoteModule(...)``: see the class's docstring."""
+    args, kwargs = _check_arguments(args, kwargs)
+    interface_cls = _pick_interface(
+        type(remote_module), module_interface_cls, _module_interface_cls
+    )
+    placement, move_tensors = _placement(remote_device, interface_cls)
+    seconds = _check_timeout(timeout)
+    wire_dtype = _check_wire_dtype(wire_dtype)
+    creator = _callable_name(module_cls)
+    record_fields = (creator, module_cls.__qualname__ if isinstance(module_cls, type) else None)
+    if interface_cls is None:
+        # Asynchronous: a module_cls that fails surfaces on the first call. Sent before
+        # anything else, nn.Module's own set-up included: the owner starts creating while
+        # this side finishes (a first construction's first call waits for the creation).
+        try:
+            module_rref = rpc.remote(
+                placement.on,
+                owner.create_module,
+                (module_cls, args, kwargs, placement.device),
+                timeout=seconds,
+            )
+        except RuntimeError as error:
+            raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
+        generated = registry.non_scriptable_module()
+        record = Record(generated, *record_fields)
+        initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype, record)
+        return
+    # One round trip: the owner creates (and, for a TorchScript interface, scripts) the
+    # module; meanwhile this side sets itself up and loads the generated module.
+    started = time.monotonic()
+    module_name = registry.scriptable_module_name(interface_cls, move_tensors)
+    wired = wire_dtype is not None
+    creation = (module_cls, args, kwargs, placement.device, interface_cls, module_name, wired)
+    future = rpc.rpc_async(
+        placement.on,
+        owner.create_interface_module,
+        creation,
+        timeout=0,  # bounded below; the reply carries an RRef (see calls.wait_returning_rrefs)
+    )
+    generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
+    record = Record(generated, *record_fields)
+    initialise(remote_module, placement, None, generated, seconds, wire_dtype, record)
+    try:
+        created = calls.wait_returning_rrefs(future, seconds, started)
+    except RuntimeError as error:
+        raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
+    if isinstance(created, CreationFailure):
+        raise creation_error(created, creator, placement.on)
+    module_rref, generated_ready = created
+    remote_module.__dict__["module_rref"] = module_rref
+    if not generated_ready:
+        # The owner loads and compiles the generated module while this returns; the first
+        # call (or scripting, or sending this over RPC) waits for it.
+        calls.ask_owner_to_load(remote_module)
+
+
+def from_module_rref(
+    cls: type[T],
+    remote_device: str,
+    module_rref: rpc.RRef[Any],
+    module_interface_cls: Any = None,
+    *,
+    _module_interface_cls: Any = None,
+    timeout: float | None = None,
+    wire_dtype: torch.dtype | None = None,
+) -> T:
+    """``RemoteModule.init_from_module_rref``: see its docstring."""
+    remote_module = cls.__new__(cls)
+    interface_cls = _pick_interface(cls, module_interface_cls, _module_interface_cls)
+    placement, move_tensors = _placement(remote_device, interface_cls)
+    seconds = _check_timeout(timeout)
+    wire_dtype = _check_wire_dtype(wire_dtype)
+    if interface_cls is None:
+        generated = registry.non_scriptable_module()
+    else:
+        # The owner may never have compiled this interface's remote functions.
+        module_name = registry.scriptable_module_name(interface_cls, move_tensors)
+        wired = wire_dtype is not None
+        future = rpc.rpc_async(
+            module_rref.owner(),
+            owner.ensure_generated_module,
+            (module_name, interface_cls, move_tensors, wired),
+            timeout=seconds,
+        )
+        generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
+        try:
+            future.wait()
+        except RuntimeError as error:
+            what = "RemoteModule.init_from_module_rref"
+            raise failure(error, what, module_rref.owner_name()) from error
+    initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype)
+    return remote_module
+
+
+def received(
+    cls: type[T], placement: Placement, generated: types.ModuleType, module_rref: Any
+) -> T:
+    """A RemoteModule that arrived over RPC: its sender's placement and module, this side's
+    defaults for what stays behind (the timeout, the wire dtype)."""
+    remote_module = cls.__new__(cls)
+    initialise(remote_module, placement, module_rref, generated)
+    return remote_module
+
+
+def _placement(remote_device: str, interface_cls: Any) -> tuple[Placement, bool]:
+    """Where the module lives, and whether tensors move to a non-CPU device there."""
+    if not rpc._is_current_rpc_agent_set():
+        raise AssertionError("RemoteModule only works in RPC.")
+    on, device, off_cpu = target(remote_device)
+    scriptable = interface_cls is not None and registry.is_script_interface(interface_cls)
+    return Placement(on, device, _is_device_map_set(on), scriptable), off_cpu
+
+
+def _pick_interface(cls: type[RemoteModule], module_interface_cls: Any, legacy: Any) -> Any:
+    """The interface a RemoteModule of class ``cls`` is built with: the one given (by either
+    keyword), or the one a typed class is bound to."""
+    if (
+        module_interface_cls is not None
+        and legacy is not None
+        and module_interface_cls is not legacy
+    ):
+        raise ValueError(
+            "pass the interface as module_interface_cls or _module_interface_cls, not both"
+        )
+    given = module_interface_cls if module_interface_cls is not None else legacy
+    bound = cls._rm_bound_interface
+    if bound is None or given is None or given is bound:
+        return given if given is not None else bound
+    raise ValueError(
+        f"{cls.__name__} is bound to the interface {bound.__module__}.{bound.__qualname__}; "
+        f"module_interface_cls={given!r} does not match it"
+    )
+
+
+# RPC keeps timeouts as 32-bit milliseconds, and 0 ms means "never time out".
+_MIN_TIMEOUT_S, _MAX_TIMEOUT_S = 0.001, 2_147_483.0
+
+
+def _check_timeout(timeout: float | None) -> float:
+    if timeout is None:
+        return _UNSET_TIMEOUT
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, numbers.Real)
+        or not _MIN_TIMEOUT_S <= timeout <= _MAX_TIMEOUT_S
+    ):
+        raise ValueError(
+            f"RemoteModule timeout must be a number of seconds between {_MIN_TIMEOUT_S} and "
+            f"{_MAX_TIMEOUT_S:.0f}, got {timeout!r}"
+        )
+    return float(timeout)
+
+
+def _check_wire_dtype(wire_dtype: Any) -> torch.dtype | None:
+    if wire_dtype is None or (isinstance(wire_dtype, torch.dtype) and wire_dtype.is_floating_point):
+        return wire_dtype
+    raise ValueError(
+        "RemoteModule wire_dtype must be None or a floating-point torch.dtype such as "
+        f"torch.bfloat16 or torch.float16, got {wire_dtype!r}"
+    )
+
+
+def _check_arguments(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if kwargs is None and type(args) is tuple:
+        return args, {}  # the common case
+    if args is None:
+        args = ()
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"RemoteModule args must be a tuple or list, got {type(args).__name__}")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, (dict, Mapping)) or not all(isinstance(key, str) for key in kwargs):
+        raise TypeError(f"RemoteModule kwargs must be a mapping with str keys, got {kwargs!r:.100}")
+    return tuple(args), dict(kwargs)
+
+
+def _callable_name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
+def _is_device_map_set(on: str | int) -> bool:
+    """Whether the current RPC agent has a device map to ``on`` (which must be a worker): fixed
+    for an agent's lifetime, so asked once per agent and owner."""
+    agent = rpc._get_current_rpc_agent()
+    if _device_maps_of[0] is not agent:
+        _device_maps.clear()
+        _device_maps_of[0] = agent
+    known = _device_maps.get(on)
+    if known is None:
+        known = _device_maps[on] = bool(agent._get_device_map(_worker_info(agent, on)))
+    return known
+
+
+# owner -> whether the agent in _device_maps_of has a device map to it
+_device_maps: dict[str | int, bool] = {}
+_device_maps_of: list[Any] = [None]
+
+
+def _worker_info(agent: Any, on: str | int) -> Any:
+    if isinstance(on, str):
+        try:
+            return agent.get_worker_info(on)
+        except (RuntimeError, TypeError) as error:
+            raise RuntimeError(f"RemoteModule: no RPC worker named {on!r} ({error})") from None
+    for info in agent.get_worker_infos():
+        if info.id == on:
+            return info
+    raise ValueError(f"RemoteModule: no RPC worker has rank {on}")

@@ -1,0 +1,57 @@
+"""The one record a RemoteModule keeps of itself beside its public attributes.
+
+A RemoteModule's public attributes (``on``, ``device``, ``module_rref``, the generated
+methods, ...) are what upstream's has and what TorchScript reads. Everything else the runtime
+needs to call it lives here, in one object with named fields, held in a slot of the
+RemoteModule (not in its ``__dict__``, which TorchScript walks and torch's tests compare):
+
+- ``generated``: its generated module (the one its methods came from);
+- ``creator``: the name of ``module_cls``, for errors, and ``type_name``, the remote class's
+  name for ``repr`` (known at construction, else asked once);
+- ``pending``: the owner's load of the generated module, while it is in flight;
+- ``reference``, ``keeper``, ``filing``: the module's key in the owner's table and what keeps
+  it there (see ``remote_module.runtime.keys``).
+
+Each field has one owner of its transitions: ``pending`` is set and cleared by
+``remote_module.runtime.calls``, the three key fields by ``remote_module.runtime.keys``; the rest
+is set once, by ``remote_module.runtime.construction``.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from torch.futures import Future
+
+__all__ = ["Record"]
+
+
+class Record:
+    """What one RemoteModule knows of itself beyond its public attributes."""
+
+    __slots__ = ("creator", "filing", "generated", "keeper", "pending", "reference", "type_name")
+
+    def __init__(
+        self,
+        generated: types.ModuleType,
+        creator: str | None = None,
+        type_name: str | None = None,
+    ) -> None:
+        self.generated = generated
+        self.creator = creator
+        self.type_name = type_name
+        # The owner's load of the generated module, in flight (None: nothing to wait for).
+        self.pending: Future[Any] | None = None
+        # The module's key in the owner's table (int), or its RRef where it has none; None
+        # until the first eager call's reply or the filing's reply says which.
+        self.reference: Any = None
+        # An RRef whose deletion drops a scripted module's key on the owner.
+        self.keeper: Any = None
+        # The request to file a scripted module for keyed calls, in flight.
+        self.filing: Future[Any] | None = None
+
+    @property
+    def module_name(self) -> str:
+        """The generated module's name, which the owner loads it under too."""
+        return self.generated.__name__
