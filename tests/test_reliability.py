@@ -255,6 +255,46 @@ class TestTimeouts:
             assert torch.equal(fast(x_of(3)), x_of(5))
 
     @pytest.mark.timeout(60)
+    def test_no_rpc_deadline_on_a_message_whose_reply_carries_or_creates_an_rref(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """torch drops the RRef bookkeeping of a reply that comes after its RPC's deadline
+        (the owner then keeps the RRef for good): every message whose reply carries or
+        creates an RRef is sent without one (0), and the RemoteModule's timeout is enforced
+        on the caller."""
+        sent: list[tuple[str, float]] = []
+        real_remote, real_rpc_async = rpc.remote, rpc.rpc_async
+
+        def remote(
+            to: Any, func: Any, args: Any = None, kwargs: Any = None, timeout: Any = -1.0
+        ) -> Any:
+            sent.append((func.__name__, timeout))
+            return real_remote(to, func, args, kwargs, timeout=timeout)
+
+        def rpc_async(
+            to: Any, func: Any, args: Any = None, kwargs: Any = None, timeout: Any = -1.0
+        ):  # type: ignore[no-untyped-def]
+            sent.append((getattr(func, "__name__", str(func)), timeout))
+            return real_rpc_async(to, func, args, kwargs, timeout=timeout)
+
+        monkeypatch.setattr(rpc, "remote", remote)
+        monkeypatch.setattr(rpc, "rpc_async", rpc_async)
+        plain = RemoteModule(f"{OWNER}/cpu", helpers.AddConstant, args=(2.0,), timeout=TIMEOUT)
+        with_interface = RemoteModule(
+            f"{OWNER}/cpu",
+            helpers.AddConstant,
+            args=(2.0,),
+            module_interface_cls=helpers.AddInterface,
+            timeout=60,
+        )
+        with bounded(PROMPT):
+            plain.remote_parameters()
+            with_interface.forward(x_of(1))  # a scripted module's first Python call files it
+        carrying = {"create_module", "create_interface_module", "parameter_rrefs", "file_keyed"}
+        seen = {name: timeout for name, timeout in sent if name in carrying}
+        assert seen == dict.fromkeys(carrying, 0), sent
+
+    @pytest.mark.timeout(60)
     @pytest.mark.parametrize(
         "operation",
         [

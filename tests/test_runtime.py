@@ -13,6 +13,7 @@ import io
 import pickle
 import re
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -457,6 +458,24 @@ def test_init_from_module_rref_here(with_interface: bool, x: torch.Tensor) -> No
         assert part in repr(again)
     if with_interface:
         assert again.weight_sum() == pytest.approx(rm.weight_sum())
+
+
+@pytest.mark.parametrize("given", ["worker2/cpu", "rank:2/cpu"])
+def test_init_from_module_rref_names_the_rrefs_owner(given: str, x: torch.Tensor) -> None:
+    # Upstream's own test passes another worker's name: accepted, but calls, `on` and repr
+    # are the RRef's owner's, and a warning says once that the given worker was not used.
+    rm = RemoteModule("worker1/cpu", ScaledLinear)
+    with pytest.warns(UserWarning, match=rf"{re.escape(given)!s}.*not used.*'worker1'") as said:
+        again = RemoteModule.init_from_module_rref(given, rm.get_module_rref())
+    assert [w.filename for w in said] == [__file__]  # points at the caller's line
+    assert again.on == "worker1" and again.device == "cpu"
+    assert "on='worker1'" in repr(again)
+    torch.testing.assert_close(again(x), rm(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        twice = RemoteModule.init_from_module_rref(given, rm.get_module_rref())
+        here = RemoteModule.init_from_module_rref("worker1/cpu", rm.get_module_rref())
+    assert twice.on == here.on == "worker1"
 
 
 def test_init_from_module_rref_legacy_keyword(x: torch.Tensor, scaled_rm: RemoteModule) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numbers
 import time
 import types
+import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -135,12 +136,15 @@ def construct(
         # Asynchronous: a module_cls that fails surfaces on the first call. Sent before
         # anything else, nn.Module's own set-up included: the owner starts creating while
         # this side finishes (a first construction's first call waits for the creation).
+        # No RPC deadline (0): a creation whose reply came after one would leave the module's
+        # OwnerRRef on the owner for good (torch drops a late reply's RRef bookkeeping). The
+        # timeout bounds the first call instead, which waits for the creation on the owner.
         try:
             module_rref = rpc.remote(
                 placement.on,
                 owner.create_module,
                 (module_cls, args, kwargs, placement.device),
-                timeout=seconds,
+                timeout=0,
             )
         except RuntimeError as error:
             raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
@@ -190,7 +194,7 @@ def from_module_rref(
     """``RemoteModule.init_from_module_rref``: see its docstring."""
     remote_module = cls.__new__(cls)
     interface_cls = _pick_interface(cls, module_interface_cls, _module_interface_cls)
-    placement, move_tensors = _placement(remote_device, interface_cls)
+    placement, move_tensors = _placement(remote_device, interface_cls, module_rref)
     seconds = _check_timeout(timeout)
     wire_dtype = _check_wire_dtype(wire_dtype)
     if interface_cls is None:
@@ -225,13 +229,40 @@ def received(
     return remote_module
 
 
-def _placement(remote_device: str, interface_cls: Any) -> tuple[Placement, bool]:
-    """Where the module lives, and whether tensors move to a non-CPU device there."""
+def _placement(
+    remote_device: str, interface_cls: Any, module_rref: Any = None
+) -> tuple[Placement, bool]:
+    """Where the module lives (on ``module_rref``'s owner, where there is one already), and
+    whether tensors move to a non-CPU device there."""
     if not rpc._is_current_rpc_agent_set():
         raise AssertionError("RemoteModule only works in RPC.")
     on, device, off_cpu = target(remote_device)
+    if module_rref is not None:
+        owner_name = str(module_rref.owner_name())
+        if on not in (owner_name, module_rref.owner().id):
+            _warn_owner_differs(remote_device, owner_name)
+        on = owner_name
     scriptable = interface_cls is not None and registry.is_script_interface(interface_cls)
     return Placement(on, device, _is_device_map_set(on), scriptable), off_cpu
+
+
+# (remote_device, the RRef's owner) pairs already warned of
+_warned_owners: set[tuple[str, str]] = set()
+
+
+def _warn_owner_differs(remote_device: str, owner_name: str) -> None:
+    """Upstream's own test passes another worker's name; its calls reach the RRef's owner
+    anyway. Said once per remote device and owner."""
+    if (remote_device, owner_name) in _warned_owners:
+        return
+    _warned_owners.add((remote_device, owner_name))
+    warnings.warn(
+        f"RemoteModule.init_from_module_rref: remote_device {remote_device!r} names another "
+        f"worker than the RRef's owner {owner_name!r}; it is not used: calls go to "
+        f"{owner_name!r}, which `on` and repr() name",
+        UserWarning,
+        stacklevel=5,  # the caller of init_from_module_rref
+    )
 
 
 def _pick_interface(cls: type[RemoteModule], module_interface_cls: Any, legacy: Any) -> Any:

@@ -33,7 +33,7 @@ def use_the_torchscript_interface(x: Tensor) -> None:
     assert_type(rm.pair(x), tuple[Scored, Tensor])
     assert_type(rm.train(), RemoteScorerInterface)
     assert_type(rm.remote_parameters(), list[RRef[Parameter]])
-    again = RemoteScorerInterface.init_from_module_rref("worker2/cpu", rm.get_module_rref())
+    again = RemoteScorerInterface.init_from_module_rref("worker1/cpu", rm.get_module_rref())
     assert_type(again, RemoteScorerInterface)
 
 
