@@ -595,6 +595,26 @@ class TestOwnerFailure:
         assert (report["num_wrong"], report["num_errors"], report["checked"]) == (0, 0, 200)
 
     @pytest.mark.timeout(60)
+    def test_a_dead_owner_reads_as_gone(self, owner_killed: dict[str, Any]) -> None:
+        # Not TensorPipe's "eof (this error originated at ...)": the method, the owner, and
+        # that the owner is gone, for calls pending at the kill and calls made after it.
+        gone = f"on worker '{VICTIM}' failed: worker '{VICTIM}' is gone: its connection closed"
+        errors = [value for _, value, _ in owner_killed["outcomes"]]
+        errors.append(owner_killed["sync_outcome"]["error"])
+        for make_call in (
+            lambda: owner_killed["victim"](x_of(1)),
+            lambda: owner_killed["victim"].remote_parameters(),
+            lambda: owner_killed["victim_scripted"].nap(),
+            lambda: helpers.wait_bounded(owner_killed["victim"].forward_async(x_of(1)), 10),
+        ):
+            with bounded(FAILURE_TIMEOUT + SLACK), pytest.raises(RuntimeError) as raised:
+                make_call()
+            errors.append(raised.value)
+        for error in errors:
+            assert gone in str(error), str(error)
+            assert "originated at" not in str(error), str(error)
+
+    @pytest.mark.timeout(60)
     def test_calls_to_the_dead_owner_fail_fast(self, owner_killed: dict[str, Any]) -> None:
         with bounded(FAILURE_TIMEOUT + SLACK), pytest.raises(RuntimeError) as raised:
             owner_killed["victim"](x_of(1))

@@ -617,6 +617,48 @@ def test_load_remote_state_dict_strictness(x: torch.Tensor) -> None:
     torch.testing.assert_close(rm(x), x.sum(dim=1, keepdim=True).expand(2, 4))
 
 
+def test_a_failed_remote_operation_names_method_owner_and_error_without_its_traceback() -> None:
+    rm = RemoteModule("worker1/cpu", nn.Linear, args=(4, 4))
+    with pytest.raises(RuntimeError) as raised:
+        rm.load_remote_state_dict({"weight": torch.zeros(4, 4)})
+    message = str(raised.value)
+    assert message.startswith(
+        "RemoteModule.load_remote_state_dict on worker 'worker1' failed: RuntimeError: "
+        "Error(s) in loading state_dict for Linear"
+    ), message
+    assert "Missing key(s)" in message and '"bias"' in message
+    assert "Traceback" not in message and "On WorkerInfo" not in message
+    # The remote traceback stays reachable.
+    assert "Traceback (most recent call last)" in raised.value.remote_traceback  # type: ignore[attr-defined]
+    assert "load_state_dict" in raised.value.remote_traceback  # type: ignore[attr-defined]
+
+
+def test_a_failed_call_names_method_owner_and_error_without_its_traceback() -> None:
+    rm = RemoteModule("worker1/cpu", nn.Linear, args=(4, 4))
+    with pytest.raises(RuntimeError) as raised:
+        rm(torch.ones(2, 3))  # a shape the module refuses
+    message = str(raised.value)
+    assert message.startswith(
+        "RemoteModule.forward on worker 'worker1' failed: RuntimeError: mat1 and mat2"
+    ), message
+    assert "Traceback" not in message and "On WorkerInfo" not in message
+    assert "Traceback (most recent call last)" in raised.value.remote_traceback  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("remote_device", ["nowhere/cpu", "rank:99/cpu"])
+@pytest.mark.parametrize("interface", [None, LinearInterface], ids=["plain", "interface"])
+def test_an_unknown_worker_name_and_rank_raise_the_same_type(
+    remote_device: str, interface: Any
+) -> None:
+    with pytest.raises(RuntimeError) as by_runtime_error:
+        RemoteModule(remote_device, ScaledLinear, module_interface_cls=interface)
+    with pytest.raises(ValueError) as by_value_error:
+        RemoteModule(remote_device, ScaledLinear, module_interface_cls=interface)
+    assert type(by_runtime_error.value) is type(by_value_error.value)
+    assert type(by_runtime_error.value).__name__ == "UnknownWorkerError"
+    assert remote_device.split("/")[0].removeprefix("rank:") in str(by_runtime_error.value)
+
+
 # --- timeouts -----------------------------------------------------------------------------
 
 

@@ -311,7 +311,7 @@ def _script_name(remote_fn: Any) -> str:
     return str(torch._jit_internal._qualified_name(remote_fn))
 
 
-def _named(error: RuntimeError, remote_module: Any, method: str) -> RuntimeError:
+def _named(error: Exception, remote_module: Any, method: str) -> Exception:
     return failure(error, method, _owner_name(remote_module))
 
 

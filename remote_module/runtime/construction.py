@@ -28,7 +28,12 @@ from torch import nn
 from remote_module import _contract
 from remote_module.runtime import calls, owner, registry
 from remote_module.runtime.device import target
-from remote_module.runtime.errors import CreationFailure, creation_error, failure
+from remote_module.runtime.errors import (
+    CreationFailure,
+    UnknownWorkerError,
+    creation_error,
+    failure,
+)
 from remote_module.runtime.record import Record
 
 if TYPE_CHECKING:
@@ -355,8 +360,10 @@ def _worker_info(agent: Any, on: str | int) -> Any:
         try:
             return agent.get_worker_info(on)
         except (RuntimeError, TypeError) as error:
-            raise RuntimeError(f"RemoteModule: no RPC worker named {on!r} ({error})") from None
+            raise UnknownWorkerError(
+                f"RemoteModule: no RPC worker named {on!r} ({error})"
+            ) from None
     for info in agent.get_worker_infos():
         if info.id == on:
             return info
-    raise ValueError(f"RemoteModule: no RPC worker has rank {on}")
+    raise UnknownWorkerError(f"RemoteModule: no RPC worker has rank {on}")

@@ -10,11 +10,24 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import NamedTuple
+import re
+import traceback
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch.distributed.rpc as rpc
 
-__all__ = ["CreationFailure", "creation_error", "creation_failure", "failure", "worker_name"]
+__all__ = [
+    "CreationFailure",
+    "RemoteFailure",
+    "UnknownWorkerError",
+    "creation_error",
+    "creation_failure",
+    "failure",
+    "owner_gone",
+    "reporting",
+    "worker_name",
+]
 
 
 class CreationFailure(NamedTuple):
@@ -26,11 +39,102 @@ class CreationFailure(NamedTuple):
     message: str
 
 
-def failure(error: BaseException, what: str, owner: str | int) -> RuntimeError:
-    """A ``RuntimeError`` saying that ``what`` (``forward``, ``remote_parameters``, or a step
-    such as ``torch.jit.script``) failed on the worker ``owner``, and why."""
+def failure(error: Exception, what: str, owner: str | int) -> Exception:
+    """The one exception a failed remote operation raises: its message names ``what`` (a
+    RemoteModule method such as ``forward``, or a step such as ``torch.jit.script``), the
+    worker ``owner`` and why, in one line of text where the owner raised: the remote
+    exception's type and message, its traceback kept as ``remote_traceback`` (and the RPC's
+    own error as ``__cause__``, where the caller raises it ``from`` that). The type is the
+    remote exception's own where torch could rebuild it (as torch does), else RuntimeError.
+    A dead owner reads as such."""
     qualified = f"RemoteModule.{what}" if what.isidentifier() else what
-    return RuntimeError(f"{qualified} on worker {owner!r} failed: {error}")
+    head = f"{qualified} on worker {owner!r} failed: "
+    if owner_gone(error):
+        return RuntimeError(f"{head}worker {owner!r} is gone: its connection closed")
+    remote = _remote_error(str(error))
+    if remote is None:
+        return RuntimeError(f"{head}{error}")
+    type_name, message, remote_traceback = remote
+    text = f"{head}{type_name}: {message}"
+    raised: Exception
+    try:
+        raised = type(error)(text)
+    except Exception:  # a type that takes other arguments: torch's own fallback type
+        raised = RuntimeError(text)
+    raised.remote_traceback = remote_traceback  # type: ignore[attr-defined]
+    return raised
+
+
+def owner_gone(error: BaseException) -> bool:
+    """Whether ``error`` says the worker went away (its process is gone or its connection
+    closed), not that the module raised or that a call timed out."""
+    return isinstance(error, RuntimeError) and _GONE.search(str(error)) is not None
+
+
+# What TensorPipe says of a peer that went away, on each transport (shm, uv/TCP).
+_GONE = re.compile(
+    r"^eof \(this error originated at|connection reset by peer|connection closed by peer|"
+    r"broken pipe|pipe closed|ECONNRESET|EPIPE",
+    re.IGNORECASE,
+)
+
+
+# torch's text of an exception raised on another worker (prefixed with its type's name where
+# torch raised it again as that type): "On WorkerInfo(id=1, name=w1):", then repr(error), then
+# the traceback.
+_REMOTE_HEADER = re.compile(r"(?:[\w.]+: )?On WorkerInfo\([^\n]*\):?")
+
+
+class UnknownWorkerError(RuntimeError, ValueError):
+    """A ``remote_device`` names a worker the RPC group does not have, by name or by rank.
+    A ``RuntimeError`` (what torch raises for an unknown name) and a ``ValueError`` alike."""
+
+
+class RemoteFailure(NamedTuple):
+    """An exception raised by an owner-side request of the runtime, sent back as data: torch
+    would print its traceback on the owner and put it in the caller's exception text."""
+
+    error_type: str
+    message: str
+    remote_traceback: str
+
+    def error(self, what: str, owner: str | int) -> Exception:
+        """The exception to raise on the caller, named as :func:`failure` names one."""
+        kind = getattr(builtins, self.error_type, None)
+        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+            kind = RuntimeError
+        qualified = f"RemoteModule.{what}" if what.isidentifier() else what
+        raised = kind(f"{qualified} on worker {owner!r} failed: {self.error_type}: {self.message}")
+        raised.remote_traceback = self.remote_traceback  # type: ignore[attr-defined]
+        return raised
+
+
+def reporting(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn(*args)`` on the owner; an exception it raises comes back as a
+    :class:`RemoteFailure`."""
+    try:
+        return fn(*args)
+    except Exception as error:
+        return RemoteFailure(type(error).__name__, str(error), traceback.format_exc())
+
+
+def _remote_error(text: str) -> tuple[str, str, str] | None:
+    """The type name, message and traceback of a remote exception in torch's text of it
+    (``On WorkerInfo(...):``, ``repr(error)``, the traceback), or None."""
+    header = _REMOTE_HEADER.match(text)
+    if header is None:
+        return None
+    lines = text[header.end() :].split("\n", 2)
+    if len(lines) < 2:
+        return None
+    try:
+        call = ast.parse(lines[1].strip(), mode="eval").body
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+            return None
+        parts = [ast.literal_eval(argument) for argument in call.args]
+    except (SyntaxError, ValueError):
+        return None
+    return call.func.id, ", ".join(map(str, parts)), lines[2] if len(lines) > 2 else ""
 
 
 def creation_error(failed: CreationFailure, creator: str | None, owner: str | int) -> Exception:
@@ -50,15 +154,9 @@ def creation_failure(error: BaseException) -> CreationFailure:
     """The failed creation's own error type and message, on the owner. torch keeps it as the
     text of a remote error, ``On WorkerInfo(...):`` then ``repr(error)`` then the traceback;
     where that text is not in this form, the whole of it."""
-    lines = str(error).split("\n", 2)
-    if len(lines) >= 2 and lines[0].startswith("On WorkerInfo"):
-        try:
-            call = ast.parse(lines[1].strip(), mode="eval").body
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
-                parts = [ast.literal_eval(argument) for argument in call.args]
-                return CreationFailure(call.func.id, ", ".join(map(str, parts)))
-        except (SyntaxError, ValueError):
-            pass
+    remote = _remote_error(str(error))
+    if remote is not None:
+        return CreationFailure(remote[0], remote[1])
     return CreationFailure(type(error).__name__, str(error))
 
 

@@ -22,7 +22,7 @@ from torch.nn.parameter import Parameter
 from remote_module._torchscript import use_script_stubs
 from remote_module.runtime import construction, owner, wire
 from remote_module.runtime.calls import wait_for_owner, wait_returning_rrefs
-from remote_module.runtime.errors import failure
+from remote_module.runtime.errors import RemoteFailure, failure, reporting
 from remote_module.runtime.record import Record
 from remote_module.runtime.values import move_to_device
 
@@ -181,7 +181,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         )
         try:
             return wait_returning_rrefs(future, self.timeout, started)
-        except RuntimeError as error:
+        except Exception as error:  # the RPC's own error, or what the module raised there
             raise self._failure(error, "remote_parameters") from error
 
     def get_module_rref(self) -> rpc.RRef[nn.Module]:
@@ -294,12 +294,19 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         )
 
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the owner; what it raises there comes back as data and is raised
+        here once, named (torch would print it there and put its traceback in the text)."""
         try:
-            return rpc.rpc_sync(self.module_rref.owner(), fn, args, timeout=self.timeout)
-        except RuntimeError as error:
+            result = rpc.rpc_sync(
+                self.module_rref.owner(), reporting, (fn, *args), timeout=self.timeout
+            )
+        except Exception as error:  # the RPC itself failed: a timeout, a lost owner
             raise self._failure(error, method) from error
+        if isinstance(result, RemoteFailure):
+            raise result.error(method, self.module_rref.owner_name())
+        return result
 
-    def _failure(self, error: RuntimeError, method: str) -> RuntimeError:
+    def _failure(self, error: Exception, method: str) -> Exception:
         return failure(error, method, self.module_rref.owner_name())
 
     def _remote_module_type(self) -> str:
@@ -307,7 +314,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         if record.type_name is None:
             try:
                 record.type_name = self._on_owner("__repr__", owner.type_name, self.module_rref)
-            except RuntimeError:
+            except Exception:  # repr() never raises: an owner gone, or its module
                 return "<unreachable>"
         return record.type_name
 
