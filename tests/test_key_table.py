@@ -422,6 +422,17 @@ def test_a_failed_creation_is_named_once_with_interface() -> None:
         _assert_clean(message)
 
 
+def test_a_module_that_does_not_match_its_interface_is_named_once() -> None:
+    # nn.Linear's forward takes `input`; the interface's `x`: TorchScript refuses the module
+    # as the interface's type on the owner, reported like any other failed creation.
+    with pytest.raises(RuntimeError) as raised:
+        RemoteModule("worker1/cpu", nn.Linear, args=(4, 4), module_interface_cls=LinearInterface)
+    message = str(raised.value)
+    assert message.startswith("RemoteModule: creating Linear on worker 'worker1' failed: ")
+    assert "LinearInterface" in message
+    _assert_clean(message)
+
+
 def test_async_failures_are_as_clean_as_sync_ones(x: Tensor) -> None:
     rm = RemoteModule("worker1/cpu", runtime_helpers.Sleepy, args=(2.0,), timeout=0.5)
     for attempt in (lambda: rm(x), lambda: rm.forward_async(x).wait()):

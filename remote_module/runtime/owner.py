@@ -77,13 +77,14 @@ def create_interface_module(
         module = create_module(module_cls, args, kwargs, device)
         if scripted and not isinstance(module, torch.jit.ScriptModule):
             module = script_module(module, f"scripting {type(module).__qualname__} on its owner")
+        if scripted and isinstance(module, torch.jit.ScriptModule):
+            # Typed as the interface: TorchScript checks the module matches it here.
+            module_rref = rpc.RRef(module, interface_cls)
+        else:  # a Protocol interface, or TorchScript disabled (PYTORCH_JIT=0): a plain module
+            module_rref = rpc.RRef(module)
     except Exception as error:
         return CreationFailure(type(error).__name__, str(error))
-    ready = registry.is_ready(module_name, wire)
-    if scripted and isinstance(module, torch.jit.ScriptModule):
-        return rpc.RRef(module, interface_cls), ready
-    # A Protocol interface, or TorchScript disabled (PYTORCH_JIT=0): a plain module.
-    return rpc.RRef(module), ready
+    return module_rref, registry.is_ready(module_name, wire)
 
 
 def ensure_generated_module(
