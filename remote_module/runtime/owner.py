@@ -77,6 +77,7 @@ def create_interface_module(
         module = create_module(module_cls, args, kwargs, device)
         if scripted and not isinstance(module, torch.jit.ScriptModule):
             module = script_module(module, f"scripting {type(module).__qualname__} on its owner")
+        module_rref: rpc.RRef[Any]
         if scripted and isinstance(module, torch.jit.ScriptModule):
             # Typed as the interface: TorchScript checks the module matches it here.
             module_rref = rpc.RRef(module, interface_cls)
