@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from remote_module._version import __version__
 
 if TYPE_CHECKING:
+    from remote_module._interface import interface
     from remote_module.runtime.device import RemoteDevice, parse_remote_device
     from remote_module.runtime.module import RemoteModule
     from remote_module.runtime.values import set_type_checking, type_checking
@@ -25,6 +26,7 @@ __all__ = [
     "RemoteDevice",
     "RemoteModule",
     "__version__",
+    "interface",
     "parse_remote_device",
     "set_type_checking",
     "type_checking",
@@ -34,6 +36,7 @@ __all__ = [
 _RUNTIME = {
     "RemoteDevice": "remote_module.runtime.device",
     "RemoteModule": "remote_module.runtime.module",
+    "interface": "remote_module._interface",
     "parse_remote_device": "remote_module.runtime.device",
     "set_type_checking": "remote_module.runtime.values",
     "type_checking": "remote_module.runtime.values",

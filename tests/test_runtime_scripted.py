@@ -95,6 +95,20 @@ def test_legacy_keyword_scripts_too(x: Tensor) -> None:
     torch.testing.assert_close(torch.jit.script(rm)(x), rm(x))
 
 
+def test_an_interface_made_with_the_decorator_calls_and_scripts() -> None:
+    # @remote_module.interface on a Protocol with `...` bodies: the scriptable family.
+    from tests.support.decorated import Summed, SummerInterface
+    from tests.support.decorated_module import Summer
+
+    rm = RemoteModule("worker1/cpu", Summer, module_interface_cls=SummerInterface)
+    assert rm.is_scriptable
+    result = rm(torch.ones(2, 3), scale=2.0)
+    assert type(result) is Summed and result.total.item() == 12.0 and result.items == 6
+    assert rm.features_async().wait() == 3
+    scripted = torch.jit.script(rm)
+    assert scripted.forward(torch.ones(2, 3)).total.item() == 6.0
+
+
 def test_without_interface_does_not_script() -> None:
     rm = RemoteModule("worker1/cpu", nn.Linear, args=(4, 4))
     with pytest.raises((RuntimeError, torch.jit.frontend.NotSupportedError)):

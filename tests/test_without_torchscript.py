@@ -60,6 +60,10 @@ def test_the_processes_had_no_torchscript(seen: dict[str, Any]) -> None:
     assert seen["script_patched"] is True
 
 
+def test_the_interface_decorator_gives_a_protocol_interface(seen: dict[str, Any]) -> None:
+    assert seen["decorated"] == [False, 12.0, 3]
+
+
 def test_remote_module_without_interface(seen: dict[str, Any]) -> None:
     assert seen["plain"] == [[3, 2], [3, 2]]
     assert seen["plain_parameters"] == 2

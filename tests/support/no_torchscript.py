@@ -44,6 +44,12 @@ def main(generated_dir: str) -> dict[str, Any]:
         scored = protocol.forward(x, scale=2.0)
         seen["protocol"] = [type(scored).__name__, protocol.is_scriptable, len(scored.score)]
         seen["protocol_async"] = type(protocol.top_async(x, k=1).wait()[0]).__name__
+        # @remote_module.interface gives a Protocol interface here.
+        from tests.support.decorated import SummerInterface
+        from tests.support.decorated_module import Summer
+
+        summer = RemoteModule("worker1/cpu", Summer, module_interface_cls=SummerInterface)
+        seen["decorated"] = [summer.is_scriptable, float(summer(x).total), summer.features()]
         typed = RemoteScorerProtocol("worker1/cpu", Scorer)
         seen["typed"] = [type(typed).__name__, type(typed(x)).__name__]
         try:
