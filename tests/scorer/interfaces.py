@@ -1,32 +1,26 @@
-# TorchScript reads only the signatures of an interface's methods, whose bodies are `pass`:
-# mypy: disable-error-code="empty-body"
-# pyright: reportReturnType=false
 """The test suite's user package, its TorchScript interface: the methods of
-``tests.scorer.model.ScorerProtocol`` as a ``@torch.jit.interface``, whose results are
-NamedTuples alone and nested."""
+``tests.scorer.model.ScorerProtocol`` as a ``@remote_module.interface`` (a TorchScript
+interface, written as a ``typing.Protocol`` with ``...`` bodies, as the README shows it), whose
+results are NamedTuples alone and nested."""
 
-import torch
+from typing import Protocol
+
 from torch import Tensor
 
+import remote_module
 from tests.scorer.model import Scored
 
 
-@torch.jit.interface
-class ScorerInterface:
-    def forward(self, x: Tensor, scale: float = 1.0) -> Scored:
-        pass
+@remote_module.interface
+class ScorerInterface(Protocol):
+    def forward(self, x: Tensor, scale: float = 1.0) -> Scored: ...
 
-    def stats(self) -> dict[str, float]:
-        pass
+    def stats(self) -> dict[str, float]: ...
 
-    def top(self, x: Tensor, k: int = 2) -> list[Scored]:
-        pass
+    def top(self, x: Tensor, k: int = 2) -> list[Scored]: ...
 
-    def best(self, x: Tensor, threshold: float | None = None) -> Scored | None:
-        pass
+    def best(self, x: Tensor, threshold: float | None = None) -> Scored | None: ...
 
-    def table(self, x: Tensor) -> dict[str, Scored]:
-        pass
+    def table(self, x: Tensor) -> dict[str, Scored]: ...
 
-    def pair(self, x: Tensor) -> tuple[Scored, Tensor]:
-        pass
+    def pair(self, x: Tensor) -> tuple[Scored, Tensor]: ...
