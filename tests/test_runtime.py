@@ -401,11 +401,12 @@ def test_exactly_six_attributes_cross_the_wire_in_order(scaled_rm: RemoteModule)
     probe.local_note = "stays here"
     # what the RPC pickler does with a RemoteModule
     _, values = _internal_rpc_pickler._class_reducer_dict[RemoteModule](probe)
-    sent = values[1:]  # after the class
+    *sent, options = values[1:]  # after the class: the six, then the options set
     assert len(sent) == len(PICKLED_ATTRIBUTES)
-    assert sent[:4] == ("worker1", "cpu", False, True)
+    assert tuple(sent[:4]) == ("worker1", "cpu", False, True)
     assert "serialized rref" in sent[5:]
-    assert "stays here" not in sent
+    assert "stays here" not in sent and "stays here" not in options.values()
+    assert options == {}  # built without options: none travel
 
 
 @pytest.mark.parametrize("with_interface", [False, True], ids=["plain", "interface"])
@@ -418,13 +419,10 @@ def test_sent_over_rpc(with_interface: bool, receiver: str, x: torch.Tensor) -> 
 
     arrived = rpc.rpc_sync(receiver, helpers.describe_received, (rm,))
     assert arrived["type"] == "RemoteModule"
-    module_state = set(vars(nn.Module()))
-    extra = set(arrived["attributes"]) - module_state
-    assert set(PICKLED_ATTRIBUTES) <= extra
-    assert "local_note" not in extra
-    # besides the six: the re-installed methods and local settings (call timeout, wire dtype)
-    local = {"timeout", "wire_dtype"}
-    assert extra - set(PICKLED_ATTRIBUTES) - set(names) <= local
+    # Built without options: exactly upstream's keys, in order (torch's own test compares
+    # them), the six then the re-installed methods; nothing local travels.
+    assert arrived["keys"] == [*PICKLED_ATTRIBUTES, *names]
+    assert (arrived["timeout"], arrived["wire_dtype"]) == (-1.0, "None")
     assert arrived["on"] == rm.on
     assert arrived["device"] == rm.device
     assert arrived["is_device_map_set"] == rm.is_device_map_set
@@ -438,6 +436,27 @@ def test_sent_over_rpc(with_interface: bool, receiver: str, x: torch.Tensor) -> 
     there = rpc.rpc_sync(receiver, helpers.call_remote_module, (rm, x))
     torch.testing.assert_close(there, rm(x))
     torch.testing.assert_close(there, local_scaled(rm)(x))
+
+
+@pytest.mark.parametrize("with_interface", [False, True], ids=["plain", "interface"])
+def test_options_travel_where_set(with_interface: bool, x: torch.Tensor) -> None:
+    interface = LinearInterface if with_interface else None
+    rm = RemoteModule(
+        "worker1/cpu",
+        ScaledLinear,
+        module_interface_cls=interface,
+        timeout=7.5,
+        wire_dtype=torch.bfloat16,
+    )
+    names = [m.__name__ for m in rm.generated_methods]
+    arrived = rpc.rpc_sync("worker2", helpers.describe_received, (rm,))
+    assert arrived["keys"] == [*PICKLED_ATTRIBUTES, *names, "timeout", "wire_dtype"]
+    assert (arrived["timeout"], arrived["wire_dtype"]) == (7.5, "torch.bfloat16")
+    there = rpc.rpc_sync("worker2", helpers.call_remote_module, (rm, x))
+    torch.testing.assert_close(there, rm(x))
+    only_timeout = RemoteModule("worker1/cpu", ScaledLinear, timeout=3.0)
+    arrived = rpc.rpc_sync("worker2", helpers.describe_received, (only_timeout,))
+    assert arrived["keys"][-1] == "timeout" and "wire_dtype" not in arrived["keys"]
 
 
 @pytest.mark.parametrize("with_interface", [False, True], ids=["plain", "interface"])

@@ -42,11 +42,14 @@ if TYPE_CHECKING:
 __all__ = [
     "LOCAL_ATTRIBUTES",
     "MODULE_BOOKKEEPING",
+    "OPTIONS",
     "PICKLED_ATTRIBUTES",
     "Placement",
+    "complete",
     "construct",
     "from_module_rref",
     "initialise",
+    "options_set",
     "received",
 ]
 
@@ -64,10 +67,12 @@ PICKLED_ATTRIBUTES = (
     "generated_methods",
     "module_rref",
 )
-# Local state that stays behind: nn.Module's own bookkeeping and the call options (a receiver
-# has neither). Everything else a RemoteModule knows is in its record, not in its __dict__.
+# Local state that stays behind: nn.Module's own bookkeeping. Everything else a RemoteModule
+# knows is in its record, not in its __dict__.
 MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
-LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {"training", "timeout", "wire_dtype"}
+# The options a RemoteModule is built with: they travel with it, where set (see wire).
+OPTIONS = ("timeout", "wire_dtype")
+LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {"training", *OPTIONS}
 
 
 class Placement(NamedTuple):
@@ -88,21 +93,47 @@ def initialise(
     timeout: float = _UNSET_TIMEOUT,
     wire_dtype: torch.dtype | None = None,
     record: Record | None = None,
+    arrived: bool = False,
 ) -> None:
     """Give ``remote_module`` its state: the six attributes that cross the wire, in upstream's
-    order (upstream's own test compares the keys of a received one), then nn.Module's
-    bookkeeping, its options and the generated methods; and its record. ``module_rref`` may
-    be None while a construction waits for it (the slot keeps its place)."""
+    order, then nn.Module's bookkeeping, its options and the generated methods; and its
+    record. ``module_rref`` may be None while a construction waits for it (the slot keeps its
+    place). One that ``arrived`` over RPC has in its ``__dict__`` exactly what upstream's
+    has (the six, then the generated methods; torch's own test compares the keys), plus the
+    options its sender set: nn.Module's bookkeeping and the options' defaults it reads from
+    its class (see ``RemoteModule``) until scripting gives it its own (:func:`complete`)."""
     state = remote_module.__dict__  # plain values, past nn.Module.__setattr__'s checks
     methods = list(getattr(generated, _contract.GENERATED_METHODS))
     state.update(zip(PICKLED_ATTRIBUTES, (*placement, methods, module_rref), strict=True))
-    nn.Module.__init__(remote_module)
-    state["timeout"] = timeout
-    state["wire_dtype"] = wire_dtype
+    if not arrived:
+        nn.Module.__init__(remote_module)
+        state["timeout"] = timeout
+        state["wire_dtype"] = wire_dtype
     for method in methods:
         state[method.__name__] = types.MethodType(torch.jit.export(method), remote_module)
+    if arrived:
+        state.update(
+            (name, value)
+            for name, value in (("timeout", timeout), ("wire_dtype", wire_dtype))
+            if value != _DEFAULTS[name]
+        )
     remote_module._rm_record = record if record is not None else Record(generated)
     _check_attributes(remote_module, methods)
+
+
+# The options' defaults, which a RemoteModule that arrived over RPC reads from its class.
+_DEFAULTS: dict[str, Any] = {"timeout": _UNSET_TIMEOUT, "wire_dtype": None}
+
+
+def complete(remote_module: RemoteModule) -> None:
+    """Give a RemoteModule that arrived over RPC the state TorchScript reads from its
+    ``__dict__`` (nn.Module's bookkeeping, the options), as one built here has it."""
+    state = remote_module.__dict__
+    if "_parameters" not in state:
+        for name, value in vars(nn.Module()).items():
+            state.setdefault(name, value)
+    for name, value in _DEFAULTS.items():
+        state.setdefault(name, value)
 
 
 def _check_attributes(remote_module: RemoteModule, methods: list[Any]) -> None:
@@ -225,13 +256,28 @@ def from_module_rref(
 
 
 def received(
-    cls: type[T], placement: Placement, generated: types.ModuleType, module_rref: Any
+    cls: type[T],
+    placement: Placement,
+    generated: types.ModuleType,
+    module_rref: Any,
+    options: dict[str, Any],
 ) -> T:
-    """A RemoteModule that arrived over RPC: its sender's placement and module, this side's
-    defaults for what stays behind (the timeout, the wire dtype)."""
+    """A RemoteModule that arrived over RPC: its sender's placement, module and the options it
+    set (the defaults for the others)."""
     remote_module = cls.__new__(cls)
-    initialise(remote_module, placement, module_rref, generated)
+    timeout = options.get("timeout", _UNSET_TIMEOUT)
+    wire_dtype = options.get("wire_dtype")
+    initialise(remote_module, placement, module_rref, generated, timeout, wire_dtype, arrived=True)
     return remote_module
+
+
+def options_set(remote_module: RemoteModule) -> dict[str, Any]:
+    """The options ``remote_module`` was built with that are not their defaults."""
+    return {
+        name: remote_module.__dict__[name]
+        for name in OPTIONS
+        if name in remote_module.__dict__ and remote_module.__dict__[name] != _DEFAULTS[name]
+    }
 
 
 def _placement(

@@ -28,6 +28,8 @@ from remote_module.runtime.values import move_to_device
 
 __all__ = ["RemoteModule"]
 
+_UNSET_TIMEOUT = float(rpc.constants.UNSET_RPC_TIMEOUT)
+
 _NOT_SUPPORTED = "Method ``{}`` not supported for RemoteModule"
 
 T = TypeVar("T", bound="RemoteModule")
@@ -243,6 +245,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             )
         # Scripted calls go straight to the owner's compiled remote functions.
         wait_for_owner(self, "torch.jit.script")
+        construction.complete(self)  # what TorchScript reads from __dict__
         use_script_stubs(
             self, [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__]
         )
@@ -320,6 +323,13 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
 
 
 wire.register_reducer(RemoteModule)
+# A RemoteModule received over RPC has in its __dict__ exactly what upstream's has (torch's own
+# test compares the keys): nn.Module's bookkeeping and the options' defaults come from here,
+# so that it is still callable as rm(x).
+_class_defaults = {**vars(nn.Module()), "timeout": _UNSET_TIMEOUT, "wire_dtype": None}
+for _name, _value in _class_defaults.items():
+    setattr(RemoteModule, _name, _value)
+del _class_defaults, _name, _value
 RemoteModule.parameters._rm_unsupported = True  # type: ignore[attr-defined]
 RemoteModule.__init__.__signature__ = inspect.signature(  # type: ignore[attr-defined]
     construction.construct

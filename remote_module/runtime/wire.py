@@ -1,6 +1,7 @@
 """What crosses the wire when a RemoteModule is sent over RPC, and what may not.
 
-Exactly the six attributes of :data:`PICKLED_ATTRIBUTES` travel, in that order; the generated
+Exactly the six attributes of :data:`PICKLED_ATTRIBUTES` travel, in that order, then the
+options the RemoteModule was built with, where set (``timeout``, ``wire_dtype``); the generated
 methods travel as the name of their generated module (plus the interface and the
 device-movement flag), which the receiver loads and installs. A scripted RemoteModule may not
 travel (upstream's rule and text); Python pickling of a RemoteModule is refused by the class.
@@ -17,7 +18,12 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 
 from remote_module import _contract
 from remote_module.runtime import calls, registry
-from remote_module.runtime.construction import PICKLED_ATTRIBUTES, Placement, received
+from remote_module.runtime.construction import (
+    PICKLED_ATTRIBUTES,
+    Placement,
+    options_set,
+    received,
+)
 
 if TYPE_CHECKING:
     from remote_module.runtime.module import RemoteModule
@@ -56,14 +62,18 @@ def _reduce_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, 
     values = {name: getattr(remote_module, name) for name in PICKLED_ATTRIBUTES}
     values["generated_methods"] = spec
     values["module_rref"] = remote_module.module_rref._serialize()
-    return _receive_remote_module, (type(remote_module), *values.values())
+    options = options_set(remote_module)  # only where set
+    return _receive_remote_module, (type(remote_module), *values.values(), options)
 
 
 def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModule:
-    attributes = dict(zip(PICKLED_ATTRIBUTES, values, strict=True))
+    *sent, options = values
+    attributes = dict(zip(PICKLED_ATTRIBUTES, sent, strict=True))
     spec = attributes.pop("generated_methods")
     module_rref = rpc.PyRRef._deserialize(attributes.pop("module_rref"))
-    return received(cls, Placement(**attributes), registry.ensure_module(*spec), module_rref)
+    # A wire dtype that travelled needs the wire twins here too (their schema to send calls).
+    generated = registry.ensure_module(*spec, wire="wire_dtype" in options)
+    return received(cls, Placement(**attributes), generated, module_rref, options)
 
 
 def _reduce_script_module(module: torch.jit.RecursiveScriptModule) -> tuple[Any, tuple[Any, ...]]:

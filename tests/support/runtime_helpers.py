@@ -135,6 +135,9 @@ def describe_received(remote_module: Any) -> dict[str, Any]:
     return {
         "type": type(remote_module).__name__,
         "attributes": sorted(vars(remote_module)),
+        "keys": list(vars(remote_module)),
+        "timeout": remote_module.timeout,
+        "wire_dtype": str(remote_module.wire_dtype),
         "on": remote_module.on,
         "device": remote_module.device,
         "is_device_map_set": remote_module.is_device_map_set,
