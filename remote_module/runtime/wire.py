@@ -72,7 +72,9 @@ def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModul
     spec = attributes.pop("generated_methods")
     module_rref = rpc.PyRRef._deserialize(attributes.pop("module_rref"))
     # A wire dtype that travelled needs the wire twins here too (their schema to send calls).
-    generated = registry.ensure_module(*spec, wire="wire_dtype" in options)
+    module_name, interface_cls, move_tensors = spec
+    wired = "wire_dtype" in options
+    generated = registry.ensure_module(module_name, interface_cls, move_tensors, wire=wired)
     return received(cls, Placement(**attributes), generated, module_rref, options)
 
 
