@@ -199,8 +199,9 @@ FIGURES: tuple[Figure, ...] = (
                 "ms",
                 (OURS, UPSTREAM),
                 UPSTREAM,
-                description="import remote_module vs import torch.distributed.nn.api."
-                "remote_module, torch already imported, byte code compiled",
+                description="from remote_module import RemoteModule vs from torch.distributed"
+                ".nn.api.remote_module import RemoteModule, torch already imported, byte code "
+                "compiled",
             ),
         ),
         "a new interpreter per repeat and implementation",

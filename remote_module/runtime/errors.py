@@ -8,10 +8,9 @@ as its own builtin type, by :func:`creation_error`.
 
 from __future__ import annotations
 
-import ast
 import builtins
+import functools
 import re
-import traceback
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -68,21 +67,26 @@ def failure(error: Exception, what: str, owner: str | int) -> Exception:
 def owner_gone(error: BaseException) -> bool:
     """Whether ``error`` says the worker went away (its process is gone or its connection
     closed), not that the module raised or that a call timed out."""
-    return isinstance(error, RuntimeError) and _GONE.search(str(error)) is not None
+    return isinstance(error, RuntimeError) and _gone().search(str(error)) is not None
 
 
-# What TensorPipe says of a peer that went away, on each transport (shm, uv/TCP).
-_GONE = re.compile(
-    r"^eof \(this error originated at|connection reset by peer|connection closed by peer|"
-    r"broken pipe|pipe closed|ECONNRESET|EPIPE",
-    re.IGNORECASE,
-)
+# Compiled on first use (an error), not at import: every program imports this module.
+@functools.cache
+def _gone() -> re.Pattern[str]:
+    """What TensorPipe says of a peer that went away, on each transport (shm, uv/TCP)."""
+    return re.compile(
+        r"^eof \(this error originated at|connection reset by peer|connection closed by peer|"
+        r"broken pipe|pipe closed|ECONNRESET|EPIPE",
+        re.IGNORECASE,
+    )
 
 
-# torch's text of an exception raised on another worker (prefixed with its type's name where
-# torch raised it again as that type): "On WorkerInfo(id=1, name=w1):", then repr(error), then
-# the traceback.
-_REMOTE_HEADER = re.compile(r"(?:[\w.]+: )?On WorkerInfo\([^\n]*\):?")
+@functools.cache
+def _remote_header() -> re.Pattern[str]:
+    """torch's text of an exception raised on another worker (prefixed with its type's name
+    where torch raised it again as that type): "On WorkerInfo(id=1, name=w1):", then
+    repr(error), then the traceback."""
+    return re.compile(r"(?:[\w.]+: )?On WorkerInfo\([^\n]*\):?")
 
 
 class UnknownWorkerError(RuntimeError, ValueError):
@@ -115,18 +119,22 @@ def reporting(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except Exception as error:
+        import traceback  # on the owner, once something failed
+
         return RemoteFailure(type(error).__name__, str(error), traceback.format_exc())
 
 
 def _remote_error(text: str) -> tuple[str, str, str] | None:
     """The type name, message and traceback of a remote exception in torch's text of it
     (``On WorkerInfo(...):``, ``repr(error)``, the traceback), or None."""
-    header = _REMOTE_HEADER.match(text)
+    header = _remote_header().match(text)
     if header is None:
         return None
     lines = text[header.end() :].split("\n", 2)
     if len(lines) < 2:
         return None
+    import ast  # only where a remote error is read
+
     try:
         call = ast.parse(lines[1].strip(), mode="eval").body
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
