@@ -530,7 +530,6 @@ ALLOWED_CALLS = {
     "_rm.call_async",
     "_rm.register",
     "_rm.move_to_device",
-    "_rm.check_arguments",
     "_rm.keyed_module",
     "_rm_module_for_key",
     "_rm_wire_reply.then",

@@ -14,7 +14,7 @@ import torch.distributed.rpc as rpc
 from torch import Tensor, nn
 
 from remote_module import RemoteModule
-from remote_module.runtime import calls, contract, values
+from remote_module.runtime import calls, contract, owner, values
 from tests.support import wire_helpers
 from tests.support.wire_helpers import Precision, PrecisionInterface, PrecisionProtocol
 
@@ -113,10 +113,12 @@ def test_the_reply_crosses_in_the_wire_dtype(inputs: tuple[Tensor, Tensor, list[
     generated = rm._rm_record.generated.__dict__
     carried: list[Tensor] = []
     wired = values.cast_to_wire(inputs, torch.float16, carried)
+    # What a Python call of it sends: the owner's wire call around the remote function.
+    remote_fn = generated["_remote_forward"]
     reply = rpc.rpc_sync(
         "worker1",
-        generated["_remote_forward_wire"],
-        (rm._rm_record.reference, "cpu", False, torch.float16, carried, *wired),
+        owner.call_wired,
+        (rm._rm_record.reference, "cpu", False, remote_fn, torch.float16, carried, *wired),
     )
     (scaled, incremented, doubled, _), carried = reply
     assert scaled.dtype == torch.float16 and incremented.dtype == torch.int64

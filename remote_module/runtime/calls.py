@@ -48,15 +48,22 @@ def call(
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None = None,
 ) -> R:
-    """Run ``method`` on the owner and wait for its result."""
-    future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs)
+    """Run ``method`` on the owner and wait for its result (with a ``wire_dtype``, its
+    floating tensors cast for the wire both ways: see :func:`_to_wire`)."""
+    wired = remote_module.wire_dtype is not None
+    if wired:
+        remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
+        hints = None
+    future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs, wired)
     try:
         result = future.wait()
     except RuntimeError as error:
         raise _named(error, remote_module, method) from error
     if filing is not None:
         _await_filing(remote_module, filing)
-    return _settle_first_call(remote_module, result) if first else result
+    if first:
+        result = _settle_first_call(remote_module, result)
+    return _from_wire(result) if wired else result
 
 
 def call_async(
@@ -73,19 +80,26 @@ def call_async(
     :func:`call`, naming the owner and the method (a timeout's own text names neither).
     Without one it is torch's future itself, at the cost of a bare ``rpc_async``: its errors
     are torch's own, and the RPC default timeout applies. A RemoteModule's first eager call
-    is chained either way (its reply carries the module's key), and so is the call that asks
-    the owner to file a scripted module (see :func:`_await_filing`).
+    is chained either way (its reply carries the module's key), and so are the call that asks
+    the owner to file a scripted module (see :func:`_await_filing`) and a call with a
+    ``wire_dtype`` (its result is cast back on arrival).
     """
-    future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs)
-    if not first and filing is None and remote_module.timeout < 0:  # UNSET_RPC_TIMEOUT
-        return future
+    wired = remote_module.wire_dtype is not None
+    if wired:
+        remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
+        hints = None
+    future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs, wired)
+    if not first and filing is None and not wired and remote_module.timeout < 0:
+        return future  # UNSET_RPC_TIMEOUT
     result: Future[R] = Future()
 
     def settle(done: Future[Any]) -> None:
         # Never raise here: torch would log the error and leave ``result`` pending forever.
         try:
             value = done.wait()
-            result.set_result(_settle_first_call(remote_module, value) if first else value)
+            if first:
+                value = _settle_first_call(remote_module, value)
+            result.set_result(_from_wire(value) if wired else value)
         # torch's stubs type set_exception's argument as the result type.
         except RuntimeError as error:
             result.set_exception(_named(error, remote_module, method))  # type: ignore[arg-type]
@@ -97,6 +111,35 @@ def call_async(
     else:
         _when_both_done(future, filing, lambda: settle(future))
     return result
+
+
+def _to_wire(
+    remote_module: Any,
+    method: str,
+    remote_fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    hints: Sequence[tuple[Any, ...]] | None,
+    kwargs: Mapping[str, Any] | None,
+) -> tuple[Callable[..., Any], tuple[Any, ...], Mapping[str, Any] | None]:
+    """A call of a RemoteModule with a ``wire_dtype``, as it is sent: ``owner.call_wired`` in
+    place of ``remote_fn`` (which it runs on the owner), the arguments checked (as given),
+    then their floating tensors cast to the wire dtype, each one's own dtype carried beside
+    them. Every Python call takes this way, whatever the family: the generated code has no
+    wire half of its own outside TorchScript (scripted callers run the generated casters)."""
+    if hints is not None:
+        values.check_arguments(method, args, hints)
+    wire_dtype = remote_module.wire_dtype
+    carried: list[torch.Tensor] = []
+    cast = values.cast_to_wire(args, wire_dtype, carried)
+    if kwargs:
+        kwargs = values.cast_to_wire(dict(kwargs), wire_dtype, carried)
+    return owner.call_wired, (remote_fn, wire_dtype, carried, *cast), kwargs
+
+
+def _from_wire(reply: tuple[Any, list[torch.Tensor]]) -> Any:
+    """The result of a call with a ``wire_dtype`` (see ``owner.call_wired``), cast back."""
+    result, carried = reply
+    return values.restore_from_wire(result, carried)
 
 
 def _await_filing(remote_module: Any, filing: Future[Any]) -> None:
@@ -202,10 +245,14 @@ def _send(
     args: tuple[Any, ...],
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None,
+    wired: bool = False,
 ) -> tuple[Future[Any], bool, Future[Any] | None]:
     """Send the call; returns its future, whether it is the RemoteModule's first eager call
     (whose reply is a ``keys.FirstReply``), and the request to file a scripted module that
-    this call sent beside it, if any."""
+    this call sent beside it, if any. ``wired``: ``remote_fn`` is ``owner.call_wired``, a
+    Python function that takes the call prefix as the family's remote functions do: the
+    module's RRef in a scriptable family (whose remote functions take it), else as any
+    eager call (its key)."""
     if hints is not None:
         values.check_arguments(method, args, hints)
     record: Record = remote_module._rm_record
@@ -214,7 +261,13 @@ def _send(
     module_rref = remote_module.module_rref
     try:
         if remote_module.is_scriptable:  # TorchScript remote functions take the RRef
-            return _send_script(remote_module, record, remote_fn, args, kwargs)
+            if not wired:
+                return _send_script(remote_module, record, remote_fn, args, kwargs)
+            prefixed = (*_call_prefix(remote_module), *args)
+            future = rpc.rpc_async(
+                module_rref.owner(), remote_fn, prefixed, kwargs, timeout=remote_module.timeout
+            )
+            return future, False, None
         # A Python remote function: the module's key in the owner's table once it has one,
         # else a first call that sends the RRef and gets the key back (see runtime.keys).
         reference = record.reference

@@ -6,9 +6,8 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
 - :func:`check_fresh` at the top, whose result decorates its remote functions, and
   :func:`register` at the end (see ``remote_module.runtime.registry``);
 - :func:`call` / :func:`call_async` in the caller-side methods outside TorchScript (argument
-  checks, sending, naming failures), :func:`check_arguments` before a ``wire_dtype`` cast,
-  and :func:`move_to_device`, :func:`cast_to_wire`, :func:`restore_from_wire` where no
-  types are known;
+  checks, sending, the casts of a ``wire_dtype``, naming failures), and :func:`move_to_device`
+  where no types are known (a union, in Python);
 - :func:`owner_module` in eager remote functions: the module a call names (its key in the
   owner's table, or its RRef; see ``remote_module.runtime.keys``); :func:`keyed_module` in
   the TorchScript family's keyed remote functions, through a lookup marked :func:`ignore`
@@ -39,12 +38,7 @@ from remote_module.runtime.keys import keyed_module
 from remote_module.runtime.keys import module_for as owner_module
 from remote_module.runtime.module import RemoteModule
 from remote_module.runtime.registry import check_fresh, register
-from remote_module.runtime.values import (
-    cast_to_wire,
-    check_arguments,
-    move_to_device,
-    restore_from_wire,
-)
+from remote_module.runtime.values import move_to_device
 
 __all__ = [
     "CALL_PREFIX",
@@ -52,8 +46,6 @@ __all__ = [
     "call",
     "call_async",
     "cast_tensor",
-    "cast_to_wire",
-    "check_arguments",
     "check_fresh",
     "fork",
     "ignore",
@@ -63,7 +55,6 @@ __all__ = [
     "move_to_device",
     "owner_module",
     "register",
-    "restore_from_wire",
     "restore_tensor",
     "rpc_async",
 ]

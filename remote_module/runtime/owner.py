@@ -1,6 +1,6 @@
-"""What runs on the owner: creating the module, finding it for a call, and the requests a
-RemoteModule sends besides its generated methods (parameters, state dicts, training mode, its
-class name).
+"""What runs on the owner: creating the module, finding it for a call, the Python calls of a
+RemoteModule with a ``wire_dtype`` (:func:`call_wired`), and the requests a RemoteModule sends
+besides its generated methods (parameters, state dicts, training mode, its class name).
 
 The key table by which calls find a module here is ``remote_module.runtime.keys``.
 """
@@ -8,6 +8,7 @@ The key table by which calls find a module here is ``remote_module.runtime.keys`
 from __future__ import annotations
 
 import collections
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -16,12 +17,14 @@ import torch.distributed.rpc as rpc
 from torch import nn
 from torch.nn.parameter import Parameter
 
+from remote_module import _contract
 from remote_module._torchscript import script_module
-from remote_module.runtime import registry
+from remote_module.runtime import registry, values
 from remote_module.runtime.errors import CreationFailure
 
 __all__ = [
     "Created",
+    "call_wired",
     "create_interface_module",
     "create_module",
     "ensure_generated_module",
@@ -93,6 +96,45 @@ def ensure_generated_module(
 ) -> None:
     """Make sure the owner can run the remote functions of ``module_name``."""
     registry.ensure_module(module_name, interface_cls, move_tensors, wire)
+
+
+def call_wired(
+    reference: Any,
+    device: str,
+    is_device_map_set: bool,
+    remote_fn: Callable[..., Any],
+    wire_dtype: torch.dtype,
+    carried: list[torch.Tensor],
+    *args: Any,
+    **kwargs: Any,
+) -> tuple[Any, list[torch.Tensor]]:
+    """A Python call of a RemoteModule with a ``wire_dtype``, sent (``calls``) in place of its
+    remote function and with the same call prefix: the arguments' floating tensors back to
+    the dtypes in ``carried``, ``remote_fn`` run as any call runs it, the result's floating
+    tensors cast to ``wire_dtype`` for the way back; the reply is the result and the dtypes
+    it carries. ``remote_fn`` arrives by name (a generated module's Python function; a
+    scriptable family's runs its compiled module from Python). A scripted module returns
+    NamedTuples in TorchScript's rendering, which cannot be pickled: they go back as plain
+    tuples, which the generated method decodes as it does a TorchScript reply."""
+    args = values.restore_from_wire(args, carried)
+    if kwargs:
+        kwargs = values.restore_from_wire(kwargs, carried)
+    result = remote_fn(reference, device, is_device_map_set, *args, **kwargs)
+    back: list[torch.Tensor] = []
+    named = _keeps_named_tuples.get(remote_fn)
+    if named is None:
+        named = _keeps_named_tuples.setdefault(remote_fn, not _is_script_family(remote_fn))
+    return values.cast_to_wire(result, wire_dtype, back, named), back
+
+
+# remote function -> whether its results' NamedTuples can cross the wire as they are
+_keeps_named_tuples: dict[Callable[..., Any], bool] = {}
+
+
+def _is_script_family(remote_fn: Callable[..., Any]) -> bool:
+    module = sys.modules.get(getattr(remote_fn, "__module__", ""))
+    interface_cls = getattr(module, _contract.INTERFACE_CLASS, None)
+    return interface_cls is not None and registry.is_script_interface(interface_cls)
 
 
 def local_module(module_rref: rpc.RRef) -> nn.Module:

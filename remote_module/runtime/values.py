@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from remote_module._contract import cast_tensor, restore_tensor
+
 __all__ = [
     "cast_to_wire",
     "check_arguments",
@@ -47,31 +49,34 @@ def check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[An
         _check_arguments(method, args, hints)
 
 
-def cast_to_wire(value: Any, dtype: torch.dtype, sent: list[torch.Tensor]) -> Any:
+def cast_to_wire(
+    value: Any, dtype: torch.dtype, sent: list[torch.Tensor], named: bool = True
+) -> Any:
     """``value`` with every floating tensor inside cast to ``dtype``; an empty tensor of each
-    one's own dtype appended to ``sent``, in order. Where no types are known (a RemoteModule
-    without an interface, a union): the generated casters do the same from the types."""
+    one's own dtype appended to ``sent``, in order (``_contract.cast_tensor`` each). Python
+    calls of a RemoteModule with a ``wire_dtype`` cast this way, both ways (the generated
+    TorchScript casters of scripted callers do the same from the types, tensor for tensor).
+    ``named=False``: NamedTuples become plain tuples."""
     if isinstance(value, torch.Tensor):
-        if value.is_floating_point():
-            sent.append(torch.empty(0, dtype=value.dtype))
-            return value.to(dtype)
-        return value
-    return _rebuilt(value, lambda item: cast_to_wire(item, dtype, sent))
+        return cast_tensor(value, dtype, sent)
+    return _rebuilt(value, lambda item: cast_to_wire(item, dtype, sent, named), named)
 
 
 def restore_from_wire(value: Any, sent: list[torch.Tensor]) -> Any:
     """The inverse of :func:`cast_to_wire`: floating tensors back to the dtypes in ``sent``."""
     if isinstance(value, torch.Tensor):
-        return value.to(sent.pop(0).dtype) if value.is_floating_point() else value
+        return restore_tensor(value, sent)
     return _rebuilt(value, lambda item: restore_from_wire(item, sent))
 
 
-def _rebuilt(value: Any, convert: Callable[[Any], Any]) -> Any:
+def _rebuilt(value: Any, convert: Callable[[Any], Any], named: bool = True) -> Any:
     """``value`` (a tuple, NamedTuple, list or dict; else itself) with ``convert`` applied to
-    its items in order."""
+    its items in order; ``named=False``: a NamedTuple as a plain tuple."""
     if isinstance(value, tuple):
         items = [convert(item) for item in value]
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        if hasattr(value, "_fields"):
+            return type(value)(*items) if named else tuple(items)
+        return type(value)(items)
     if isinstance(value, list):
         return [convert(item) for item in value]
     if isinstance(value, dict):
