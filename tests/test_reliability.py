@@ -128,6 +128,10 @@ def blocking_scripted(group: list[subprocess.Popen[bytes]]) -> RemoteModule:
         module_interface_cls=helpers.HoldInterface,
         timeout=60,
     )
+    # Its first call waits for the owner's load of the generated module, which the short
+    # timeout below is not about (the gate open, the call returns at once).
+    on(OWNER, helpers.open_gate)
+    built.nap()
     return RemoteModule.init_from_module_rref(
         f"{OWNER}/cpu", built.get_module_rref(), helpers.HoldInterface, timeout=TIMEOUT
     )

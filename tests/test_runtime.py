@@ -664,6 +664,22 @@ def test_a_failed_call_names_method_owner_and_error_without_its_traceback() -> N
     assert "Traceback (most recent call last)" in raised.value.remote_traceback  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("timeout", [None, 30.0], ids=["no timeout", "timeout"])
+def test_a_modules_own_error_keeps_its_type_and_is_named_sync_and_async(
+    timeout: float | None,
+) -> None:
+    rm = RemoteModule("worker1/cpu", helpers.Refuses, timeout=timeout)
+    for attempt in (lambda: rm(torch.ones(2)), lambda: rm.forward_async(torch.ones(2)).wait()):
+        with pytest.raises(ValueError) as raised:
+            attempt()
+        message = str(raised.value)
+        assert message == (
+            "RemoteModule.forward on worker 'worker1' failed: "
+            "ValueError: refused a tensor of shape (2,)"
+        ), message
+        assert "Traceback" in raised.value.remote_traceback  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("remote_device", ["nowhere/cpu", "rank:99/cpu"])
 @pytest.mark.parametrize("interface", [None, LinearInterface], ids=["plain", "interface"])
 def test_an_unknown_worker_name_and_rank_raise_the_same_type(
@@ -768,14 +784,14 @@ def test_async_errors_name_owner_and_method_with_a_timeout(
 
 
 @pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])
-def test_async_errors_without_a_timeout_are_the_rpcs_own(
+def test_async_errors_without_a_timeout_name_owner_and_method(
     fixture: str, request: pytest.FixtureRequest
 ) -> None:
-    # Without a RemoteModule timeout the future is the RPC's own, and so is its error.
+    # As with one (API.md): the future is chained to the RPC's, whose error it names.
     rm = request.getfixturevalue(fixture)
     with pytest.raises(RuntimeError, match="mat1 and mat2") as raised:
         rm.forward_async(torch.ones(WRONG_INPUT_SHAPE)).wait()
-    assert "RemoteModule.forward" not in str(raised.value)
+    assert str(raised.value).startswith("RemoteModule.forward on worker 'worker1' failed: ")
 
 
 @pytest.mark.parametrize("fixture", ["linear_rm", "scaled_rm"])

@@ -50,6 +50,8 @@ def call(
 ) -> R:
     """Run ``method`` on the owner and wait for its result (with a ``wire_dtype``, its
     floating tensors cast for the wire both ways: see :func:`_to_wire`)."""
+    if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
+        return _call_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
     wired = remote_module.wire_dtype is not None
     if wired:
         remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
@@ -57,7 +59,7 @@ def call(
     future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs, wired)
     try:
         result = future.wait()
-    except RuntimeError as error:
+    except Exception as error:  # the RPC's own error, or what the module raised there
         raise _named(error, remote_module, method) from error
     if filing is not None:
         _await_filing(remote_module, filing)
@@ -74,36 +76,35 @@ def call_async(
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None = None,
 ) -> Future[R]:
-    """Run ``method`` on the owner and return the RPC's future.
+    """Run ``method`` on the owner and return a future of its result.
 
-    With a RemoteModule ``timeout``, the future is chained so that its errors are those of
-    :func:`call`, naming the owner and the method (a timeout's own text names neither).
-    Without one it is torch's future itself, at the cost of a bare ``rpc_async``: its errors
-    are torch's own, and the RPC default timeout applies. A RemoteModule's first eager call
-    is chained either way (its reply carries the module's key), and so are the call that asks
-    the owner to file a scripted module (see :func:`_await_filing`) and a call with a
-    ``wire_dtype`` (its result is cast back on arrival).
+    The future is chained to the RPC's, so that its errors are those of :func:`call`, naming
+    the owner and the method (torch's own name neither), with or without a RemoteModule
+    ``timeout``; a RemoteModule's first eager call settles its key there, and a call with a
+    ``wire_dtype`` casts its result back.
     """
+    if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
+        return _call_async_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
     wired = remote_module.wire_dtype is not None
     if wired:
         remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
         hints = None
     future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs, wired)
-    if not first and filing is None and not wired and remote_module.timeout < 0:
-        return future  # UNSET_RPC_TIMEOUT
     result: Future[R] = Future()
 
     def settle(done: Future[Any]) -> None:
         # Never raise here: torch would log the error and leave ``result`` pending forever.
+        # torch's stubs type set_exception's argument as the result type.
         try:
             value = done.wait()
+        except Exception as error:  # the RPC's own error, or what the module raised there
+            result.set_exception(_named(error, remote_module, method))  # type: ignore[arg-type]
+            return
+        try:
             if first:
                 value = _settle_first_call(remote_module, value)
             result.set_result(_from_wire(value) if wired else value)
-        # torch's stubs type set_exception's argument as the result type.
-        except RuntimeError as error:
-            result.set_exception(_named(error, remote_module, method))  # type: ignore[arg-type]
-        except Exception as error:
+        except Exception as error:  # a failed creation, raised once as it is named
             result.set_exception(error)  # type: ignore[arg-type]
 
     if filing is None:
@@ -111,6 +112,12 @@ def call_async(
     else:
         _when_both_done(future, filing, lambda: settle(future))
     return result
+
+
+# What torch.compile runs in place of call/call_async, untraced: Dynamo breaks the graph at
+# the call instead of tracing into RPC internals it cannot follow (and warning about them).
+_call_eagerly = torch.compiler.disable(call)
+_call_async_eagerly = torch.compiler.disable(call_async)
 
 
 def _to_wire(

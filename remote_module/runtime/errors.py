@@ -51,16 +51,14 @@ def failure(error: Exception, what: str, owner: str | int) -> Exception:
     if owner_gone(error):
         return RuntimeError(f"{head}worker {owner!r} is gone: its connection closed")
     remote = _remote_error(str(error))
-    if remote is None:
-        return RuntimeError(f"{head}{error}")
-    type_name, message, remote_traceback = remote
-    text = f"{head}{type_name}: {message}"
+    text = f"{head}{error}" if remote is None else f"{head}{remote[0]}: {remote[1]}"
     raised: Exception
     try:
         raised = type(error)(text)
     except Exception:  # a type that takes other arguments: torch's own fallback type
         raised = RuntimeError(text)
-    raised.remote_traceback = remote_traceback  # type: ignore[attr-defined]
+    if remote is not None:
+        raised.remote_traceback = remote[2]  # type: ignore[attr-defined]
     return raised
 
 

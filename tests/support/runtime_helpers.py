@@ -271,3 +271,10 @@ def imported(module_name: str) -> bool:
     import sys
 
     return module_name in sys.modules
+
+
+class Refuses(nn.Module):
+    """``forward`` raises a ValueError on the owner (a module's own error, not an RPC's)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        raise ValueError(f"refused a tensor of shape {tuple(x.shape)}")
