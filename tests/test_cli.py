@@ -209,9 +209,13 @@ def test_no_cuda_emits_no_movers(generated: dict[str, Path]) -> None:
     for name in ("linear_interface.py", "shapes_interface.py"):
         moving = (generated["module"] / name).read_text(encoding="utf-8")
         staying = (generated["no_cuda"] / name).read_text(encoding="utf-8")
-        assert "def _rm_move_" in moving
+        # Tensors move through the contract's move_tensor, containers of them through a
+        # generated mover each (ShapesInterface has some).
+        assert "_rm.move_tensor(" in moving and "_rm_target" in moving
+        assert ("def _rm_move_" in moving) is (name == "shapes_interface.py")
         assert "def _rm_move_" not in staying
         assert "_rm_move_" not in staying
+        assert "move_tensor" not in staying and "_rm_target" not in staying
         assert "MOVES_CPU_TENSORS_TO_DEVICE = False" in staying
     assert (generated["no_cuda"] / "non_scriptable.py").read_bytes() == (
         generated["module"] / "non_scriptable.py"

@@ -318,7 +318,7 @@ def test_code_in_a_default_stays_data() -> None:
 # Type-directed movers.
 
 _MOVER = re.compile(
-    r"^def (_rm_move_[0-9a-f]{10})\(\s*value: (.+?),\s*device: torch\.device,?\s*\) -> (.+):$",
+    r"^def (_rm_move_\w+)\(\s*value: (.+?),\s*device: torch\.device,?\s*\) -> (.+):$",
     re.MULTILINE,
 )
 
@@ -328,6 +328,7 @@ def test_no_movers_without_the_flag() -> None:
         source = codegen.render_scriptable(cls, enable_moving_cpu_tensors_to_cuda=False)
         assert not _MOVER.search(source)
         assert "_rm_move_" not in source
+        assert "_rm.move_tensor" not in source
         assert ".to(device)" not in source  # (the wire_dtype casters' .to(dtype) remain)
         assert "MOVES_CPU_TENSORS_TO_DEVICE = False" in source
     module = codegen.instantiate_scriptable_remote_module_template(MoverProbeInterface, False)
@@ -339,9 +340,9 @@ def test_one_mover_per_tensor_holding_type() -> None:
     movers = _MOVER.findall(source)
     texts = [text for _, text, returns in movers if text == returns]
     assert len(texts) == len(movers)
+    # A tensor alone needs none: the contract's move_tensor moves it.
     assert sorted(texts) == sorted(
         [
-            "Tensor",
             "Tensor | None",
             "list[Tensor]",
             "dict[str, Tensor]",
@@ -349,10 +350,20 @@ def test_one_mover_per_tensor_holding_type() -> None:
             "Stats",
         ]
     )
+    assert "_rm.move_tensor(x, _rm_target)" in source
     assert len({name for name, _, _ in movers}) == len(movers)
+    # Named after the types they move.
+    assert {name for name, _, _ in movers} == {
+        "_rm_move_Tensor_or_None",
+        "_rm_move_list_Tensor",
+        "_rm_move_dict_str_Tensor",
+        "_rm_move_tuple_Tensor_int",
+        "_rm_move_Stats",
+    }
     # The int/str-only method moves nothing and checks no device.
-    count = source[source.index("def _remote_count(") : source.index("def count_async(")]
-    assert "_rm_move_" not in count
+    start = source.index("def _remote_count(")
+    count = source[start : source.index("\n\n\ndef ", start)]
+    assert "_rm_move_" not in count and "move_tensor" not in count
     assert "_rm_target" not in count
     assert "MOVES_CPU_TENSORS_TO_DEVICE = True" in source
 
@@ -392,6 +403,13 @@ def _assert_moved(original: object, moved: object) -> None:
         assert moved == original
 
 
+def _function(module: Any, name: str) -> Any:
+    """A name generated code calls: the contract's (``_rm.move_tensor``) or the module's own."""
+    if name.startswith("_rm."):
+        return getattr(module._rm, name.removeprefix("_rm."))
+    return getattr(module, name)
+
+
 @pytest.mark.parametrize(
     "cls", [MoverProbeInterface, ContainersInterface], ids=lambda cls: cls.__name__
 )
@@ -400,11 +418,14 @@ def test_movers_move_tensors_and_leave_the_rest(cls: type) -> None:
     movable = {str(type_): type_ for type_ in api.movable_types(parse_interface(cls))}
     assert {"Tensor", "list[Tensor]", "dict[str, Tensor]", "Stats"} <= set(movable)
     meta = torch.device("meta")
+    model = parse_interface(cls)
     for text, type_ in movable.items():
-        mover = getattr(module, api.mover_name(type_))
+        mover = _function(module, api.walker_name(model, "move", type_))
         for value in _sample(text, torch.arange(3.0)):
             _assert_moved(value, mover(value, meta))
-    moved = getattr(module, api.mover_name(movable["Stats"]))(Stats(torch.ones(2), 5), meta)
+    moved = _function(module, api.walker_name(model, "move", movable["Stats"]))(
+        Stats(torch.ones(2), 5), meta
+    )
     assert isinstance(moved, Stats)
     assert moved.total.device.type == "meta"
     assert moved.count == 5

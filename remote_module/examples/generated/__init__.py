@@ -2,10 +2,7 @@
 """Generated remote-module code; importing this package registers every module with the
 runtime, and exports the typed RemoteModule class of every interface."""
 
-from . import (
-    embedding_bag_interface,
-    non_scriptable,
-)
+from . import embedding_bag_interface, non_scriptable
 from .embedding_bag_interface import RemoteEmbeddingBagInterface
 
 __all__ = [
