@@ -33,9 +33,7 @@ INTERFACES = {
     "ContainersInterface": "containers_interface",
 }
 SPECS = [f"tests.golden_interfaces:{name}" for name in INTERFACES]
-FILES = sorted(
-    [f"{module}.py" for module in INTERFACES.values()] + ["__init__.py", "non_scriptable.py"]
-)
+FILES = sorted([f"{module}.py" for module in INTERFACES.values()] + ["__init__.py"])
 
 
 @pytest.fixture(scope="module")

@@ -95,8 +95,11 @@ def render_package_init(modules: Sequence[GeneratedModule]) -> str:
         + [module.typed_class for module in ordered if module.typed_class]
     )
     imported = api.ImportLine(".", tuple(module.name for module in ordered))
+    listed = api.wrapped("__all__ = ", [string_literal(name) for name in exports], brackets="[]")
+    if not exports:
+        listed = "__all__: list[str] = []"
     template = _environment().get_template(PACKAGE_INIT_TEMPLATE)
-    return template.render(modules=ordered, imported=imported, exports=exports, version=__version__)
+    return template.render(modules=ordered, imported=imported, exports=listed)
 
 
 @functools.cache
