@@ -68,6 +68,13 @@ class NastyDefaultInterface:
 
 
 @torch.jit.interface
+class NameClashInterface:
+    # Two types whose walkers' names would read the same: tuple_tuple_Tensor_int.
+    def forward(self, a: Tuple[Tuple[Tensor, int]], b: Tuple[Tuple[Tensor], int]) -> Tensor:
+        pass
+
+
+@torch.jit.interface
 class ForwardLastInterface:
     def reset(self) -> int:
         pass
@@ -366,6 +373,24 @@ def test_one_mover_per_tensor_holding_type() -> None:
     assert "_rm_move_" not in count and "move_tensor" not in count
     assert "_rm_target" not in count
     assert "MOVES_CPU_TENSORS_TO_DEVICE = True" in source
+
+
+def test_walkers_named_after_their_types_a_digest_only_on_a_clash() -> None:
+    model = parse_interface(NameClashInterface)
+    names = {str(t): api.walker_name(model, "move", t) for t in api.movable_types(model)}
+    assert names["Tensor"] == "_rm.move_tensor"
+    assert names["tuple[Tensor, int]"] == "_rm_move_tuple_Tensor_int"
+    assert names["tuple[Tensor]"] == "_rm_move_tuple_Tensor"
+    clashing = [names["tuple[tuple[Tensor, int]]"], names["tuple[tuple[Tensor], int]"]]
+    assert len(set(clashing)) == 2
+    assert all(re.fullmatch(r"_rm_move_tuple_tuple_Tensor_int_[0-9a-f]{6}", n) for n in clashing)
+    module = codegen.instantiate_scriptable_remote_module_template(NameClashInterface)
+    x = torch.ones(2)
+    meta = torch.device("meta")
+    first = getattr(module, clashing[0])(((x, 1),), meta)
+    second = getattr(module, clashing[1])(((x,), 2), meta)
+    assert first[0][0].device.type == "meta" and first[0][1] == 1
+    assert second[0][0].device.type == "meta" and second[1] == 2
 
 
 def _sample(text: str, tensor: Tensor) -> list[object]:
