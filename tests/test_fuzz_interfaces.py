@@ -523,38 +523,30 @@ ALLOWED_CALLS = {
     "_rm.fork",
     "_rm_future.wait",
     "_rm_future.then",
+    "<call>.then",  # _rm.call_async(...).then(decoder)
     "future.wait",
     "self.module_rref.owner",
-    "_rm_module_rref.owner",
     "_rm.call",
     "_rm.call_async",
     "_rm.register",
     "_rm.move_to_device",
     "_rm.keyed_module",
     "_rm_module_for_key",
-    "_rm_wire_reply.then",
+    "_rm.move_tensor",
+    "_rm.cast_tensor",
+    "_rm.restore_tensor",
     "isinstance",
-    "value.to",
     "value.items",
-    "value.is_floating_point",
-    "sent.append",
-    "sent.pop",
-    "torch.empty",
     "float",
 }
-# Generated helpers: movers, decoders, wire casters and restorers, the wire results, and the
-# senders a caller method's TorchScript and Python branches call.
-GENERATED_HELPER = re.compile(
-    r"_rm_(move|decode|cast|restore)_[0-9a-f]{10}(_waited)?"
-    r"|_rm_\w+_(wire_reply|wire_result|python|script|script_wire)"
-)
+# Generated helpers: walkers (movers, decoders, wire casters and restorers, named after the
+# types they handle), the decoders of futures, and the wire results.
+GENERATED_HELPER = re.compile(r"_rm_(move|decode|cast|restore|wait_decode)_\w+|_rm_\w+_wire_result")
 ALLOWED_IMPORTS = {
-    "collections.abc",
     "typing",
     "torch",
     "torch.distributed.rpc",
     "torch.futures",
-    "torch.nn",
     "remote_module.runtime",
 }
 
@@ -574,10 +566,11 @@ def check_generated_source_is_safe(source: str, interface_module: str, spec: lis
     non-finite literals; so no name or default of the interface became code."""
     compile(source, "<fuzzed generated module>", "exec")
     tree = ast.parse(source)
-    method_calls = {f"_rm_module.{_normalized(method.name)}" for method in spec} | {
-        f"_remote_{_normalized(method.name)}"
-        for method in spec  # from the wire twins
-    }
+    method_calls = (
+        {f"_rm_module.{_normalized(method.name)}" for method in spec}
+        | {f"_remote_{_normalized(method.name)}" for method in spec}  # from the wire twins
+        | {f"self.{_normalized(method.name)}_async" for method in spec}  # scripted sync ones
+    )
     for node in tree.body:
         assert isinstance(
             node, (ast.Expr, ast.Import, ast.ImportFrom, ast.Assign, ast.FunctionDef, ast.ClassDef)
@@ -1006,7 +999,14 @@ def test_interface_identity_cannot_inject_code(target: str, attribute: str, valu
     assert all(
         name in ALLOWED_CALLS
         # (a type named "\u00aa" is called as "a": Python reads identifiers NFKC-normalised)
-        or name in ("_rm_module.forward", "_remote_forward", "FuzzPoint", _normalized(value))
+        or name
+        in (
+            "_rm_module.forward",
+            "_remote_forward",
+            "self.forward_async",
+            "FuzzPoint",
+            _normalized(value),
+        )
         or GENERATED_HELPER.fullmatch(name)
         for name in calls
     ), calls

@@ -33,9 +33,7 @@ INTERFACES = {
     "ContainersInterface": "containers_interface",
 }
 SPECS = [f"tests.golden_interfaces:{name}" for name in INTERFACES]
-FILES = sorted(
-    [f"{module}.py" for module in INTERFACES.values()] + ["__init__.py", "non_scriptable.py"]
-)
+FILES = sorted([f"{module}.py" for module in INTERFACES.values()] + ["__init__.py"])
 
 
 @pytest.fixture(scope="module")
@@ -131,19 +129,28 @@ def test_golden_remote_functions_script(interface: str, golden_modules: dict[str
     assert [fn.__name__ for fn in remote_functions] == [api.remote_name(m) for m in model.methods]
     for method in model.methods:
         fn = torch.jit.script(getattr(module, api.remote_name(method)))
-        # Tensors move through the generated movers; ``.code`` calls exactly the movers this
-        # method's types need, and the inlined graph holds the ``aten::to`` they do.
-        called = set(re.findall(r"\b_rm_move_[0-9a-f]{10}\b", fn.code))
-        needed = {api.mover_name(arg.type) for arg in method.arguments if arg.type.contains_tensor}
-        if method.returns.contains_tensor:
-            needed.add(api.mover_name(method.returns))
+        # Tensors move through the generated movers (a tensor alone through the contract's
+        # ``move_tensor``); ``.code`` calls exactly the movers this method's types need, and
+        # the inlined graph holds the ``aten::to`` they do.
+        called = set(re.findall(r"\b_rm_move_\w+\b", fn.code))
+        if "remote_module._contract.move_tensor" in fn.code:
+            called.add("_rm.move_tensor")
+        types = [arg.type for arg in method.arguments] + [method.returns]
+        needed = {api.walker_name(model, "move", t) for t in types if t.contains_tensor}
         assert called == needed, method.name
         moves = str(fn.inlined_graph).count("aten::to(")
         assert (moves > 0) is _holds_tensors(method), method.name
     for type_ in api.movable_types(model):
-        mover = torch.jit.script(getattr(module, api.mover_name(type_)))
+        mover = torch.jit.script(_function(module, api.walker_name(model, "move", type_)))
         assert isinstance(mover, torch.jit.ScriptFunction)
         assert ("torch.to(" in mover.code) is (type_.kind is Kind.TENSOR), str(type_)
+
+
+def _function(module: object, name: str) -> object:
+    """A name generated code calls: the contract's (``_rm.move_tensor``) or the module's own."""
+    if name.startswith("_rm."):
+        return getattr(module._rm, name.removeprefix("_rm."))  # type: ignore[attr-defined]
+    return getattr(module, name)
 
 
 def test_minimal_forward_moves_argument_in_and_result_out(

@@ -68,6 +68,13 @@ class NastyDefaultInterface:
 
 
 @torch.jit.interface
+class NameClashInterface:
+    # Two types whose walkers' names would read the same: tuple_tuple_Tensor_int.
+    def forward(self, a: Tuple[Tuple[Tensor, int]], b: Tuple[Tuple[Tensor], int]) -> Tensor:
+        pass
+
+
+@torch.jit.interface
 class ForwardLastInterface:
     def reset(self) -> int:
         pass
@@ -318,7 +325,7 @@ def test_code_in_a_default_stays_data() -> None:
 # Type-directed movers.
 
 _MOVER = re.compile(
-    r"^def (_rm_move_[0-9a-f]{10})\(\s*value: (.+?),\s*device: torch\.device,?\s*\) -> (.+):$",
+    r"^def (_rm_move_\w+)\(\s*value: (.+?),\s*device: torch\.device,?\s*\) -> (.+):$",
     re.MULTILINE,
 )
 
@@ -328,6 +335,7 @@ def test_no_movers_without_the_flag() -> None:
         source = codegen.render_scriptable(cls, enable_moving_cpu_tensors_to_cuda=False)
         assert not _MOVER.search(source)
         assert "_rm_move_" not in source
+        assert "_rm.move_tensor" not in source
         assert ".to(device)" not in source  # (the wire_dtype casters' .to(dtype) remain)
         assert "MOVES_CPU_TENSORS_TO_DEVICE = False" in source
     module = codegen.instantiate_scriptable_remote_module_template(MoverProbeInterface, False)
@@ -339,9 +347,9 @@ def test_one_mover_per_tensor_holding_type() -> None:
     movers = _MOVER.findall(source)
     texts = [text for _, text, returns in movers if text == returns]
     assert len(texts) == len(movers)
+    # A tensor alone needs none: the contract's move_tensor moves it.
     assert sorted(texts) == sorted(
         [
-            "Tensor",
             "Tensor | None",
             "list[Tensor]",
             "dict[str, Tensor]",
@@ -349,12 +357,40 @@ def test_one_mover_per_tensor_holding_type() -> None:
             "Stats",
         ]
     )
+    assert "_rm.move_tensor(x, _rm_target)" in source
     assert len({name for name, _, _ in movers}) == len(movers)
+    # Named after the types they move.
+    assert {name for name, _, _ in movers} == {
+        "_rm_move_Tensor_or_None",
+        "_rm_move_list_Tensor",
+        "_rm_move_dict_str_Tensor",
+        "_rm_move_tuple_Tensor_int",
+        "_rm_move_Stats",
+    }
     # The int/str-only method moves nothing and checks no device.
-    count = source[source.index("def _remote_count(") : source.index("def count_async(")]
-    assert "_rm_move_" not in count
+    start = source.index("def _remote_count(")
+    count = source[start : source.index("\n\n\ndef ", start)]
+    assert "_rm_move_" not in count and "move_tensor" not in count
     assert "_rm_target" not in count
     assert "MOVES_CPU_TENSORS_TO_DEVICE = True" in source
+
+
+def test_walkers_named_after_their_types_a_digest_only_on_a_clash() -> None:
+    model = parse_interface(NameClashInterface)
+    names = {str(t): api.walker_name(model, "move", t) for t in api.movable_types(model)}
+    assert names["Tensor"] == "_rm.move_tensor"
+    assert names["tuple[Tensor, int]"] == "_rm_move_tuple_Tensor_int"
+    assert names["tuple[Tensor]"] == "_rm_move_tuple_Tensor"
+    clashing = [names["tuple[tuple[Tensor, int]]"], names["tuple[tuple[Tensor], int]"]]
+    assert len(set(clashing)) == 2
+    assert all(re.fullmatch(r"_rm_move_tuple_tuple_Tensor_int_[0-9a-f]{6}", n) for n in clashing)
+    module = codegen.instantiate_scriptable_remote_module_template(NameClashInterface)
+    x = torch.ones(2)
+    meta = torch.device("meta")
+    first = getattr(module, clashing[0])(((x, 1),), meta)
+    second = getattr(module, clashing[1])(((x,), 2), meta)
+    assert first[0][0].device.type == "meta" and first[0][1] == 1
+    assert second[0][0].device.type == "meta" and second[1] == 2
 
 
 def _sample(text: str, tensor: Tensor) -> list[object]:
@@ -392,6 +428,13 @@ def _assert_moved(original: object, moved: object) -> None:
         assert moved == original
 
 
+def _function(module: Any, name: str) -> Any:
+    """A name generated code calls: the contract's (``_rm.move_tensor``) or the module's own."""
+    if name.startswith("_rm."):
+        return getattr(module._rm, name.removeprefix("_rm."))
+    return getattr(module, name)
+
+
 @pytest.mark.parametrize(
     "cls", [MoverProbeInterface, ContainersInterface], ids=lambda cls: cls.__name__
 )
@@ -400,11 +443,14 @@ def test_movers_move_tensors_and_leave_the_rest(cls: type) -> None:
     movable = {str(type_): type_ for type_ in api.movable_types(parse_interface(cls))}
     assert {"Tensor", "list[Tensor]", "dict[str, Tensor]", "Stats"} <= set(movable)
     meta = torch.device("meta")
+    model = parse_interface(cls)
     for text, type_ in movable.items():
-        mover = getattr(module, api.mover_name(type_))
+        mover = _function(module, api.walker_name(model, "move", type_))
         for value in _sample(text, torch.arange(3.0)):
             _assert_moved(value, mover(value, meta))
-    moved = getattr(module, api.mover_name(movable["Stats"]))(Stats(torch.ones(2), 5), meta)
+    moved = _function(module, api.walker_name(model, "move", movable["Stats"]))(
+        Stats(torch.ones(2), 5), meta
+    )
     assert isinstance(moved, Stats)
     assert moved.total.device.type == "meta"
     assert moved.count == 5

@@ -380,7 +380,8 @@ def test_generated_movers_cover_every_result_shape(x: Tensor) -> None:
     generated = registry.scriptable_module(ShapesInterface, True)
     model = registry.interface_model(ShapesInterface)
     movers = {
-        method.name: getattr(generated, api.mover_name(method.returns)) for method in model.methods
+        method.name: getattr(generated, api.walker_name(model, "move", method.returns))
+        for method in model.methods
     }
     meta = torch.device("meta")
     total, many, named = movers["forward"]((x, [x, x], {"a": x}), meta)

@@ -161,9 +161,9 @@ def test_methods_returning_plain_values_decode_nothing() -> None:
     """Decoding is generated only where a NamedTuple can be in the result: a method returning
     a tensor or a dict of floats costs exactly what it did without it."""
     source = inspect.getsource(generated_interface)
-    stats = source[source.index("def stats_async(") : source.index("def _remote_top(")]
+    stats = source[source.index("\ndef stats_async(") : source.index("\ndef top_async(")]
     assert "_rm_decode_" not in stats and ".then(" not in stats
-    forward = source[source.index("def forward_async(") : source.index("def _remote_stats(")]
+    forward = source[source.index("\ndef forward_async(") : source.index("\ndef stats_async(")]
     assert "_rm_decode_" in forward
 
 

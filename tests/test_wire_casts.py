@@ -90,7 +90,11 @@ def _walker(module: Any, kind: str, type_: TypeRef) -> Any:
     """The generated walker of ``kind`` ("cast", "restore") for ``type_``, compiled by
     TorchScript inside a small compiled function that also returns the dtype list (a Python
     list passed to TorchScript is a copy: what it appends stays there)."""
-    walker = getattr(module, api.caster_name(type_) if kind == "cast" else api.restorer_name(type_))
+    name = api.walker_name(parse_interface(CastProbeInterface), kind, type_)
+    # A tensor's walker is the contract's leaf helper (``_rm.cast_tensor``), the others the
+    # generated module's own.
+    owner = module._rm if name.startswith("_rm.") else module
+    walker = getattr(owner, name.removeprefix("_rm."))
     namespace = {**vars(module), "walker": walker, "List": List, "Tuple": Tuple}
     annotation = str(type_)
     if kind == "cast":

@@ -82,7 +82,6 @@ def test_typed_class_generated_without_torchscript(
     assert cli.stderr == ""
     assert sorted(path.name for path in (root / "gen_protocol").glob("*.py")) == [
         "__init__.py",
-        "non_scriptable.py",
         "scorer_protocol.py",
     ]
     assert seen["typed"] == ["RemoteScorerProtocol", "Scored"]

@@ -2,14 +2,7 @@
 """Generated remote-module code; importing this package registers every module with the
 runtime, and exports the typed RemoteModule class of every interface."""
 
-from . import (
-    non_scriptable,
-    tiny_interface,
-)
+from . import tiny_interface
 from .tiny_interface import RemoteTinyInterface
 
-__all__ = [
-    "RemoteTinyInterface",
-    "non_scriptable",
-    "tiny_interface",
-]
+__all__ = ["RemoteTinyInterface", "tiny_interface"]

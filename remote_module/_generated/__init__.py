@@ -4,6 +4,4 @@ runtime, and exports the typed RemoteModule class of every interface."""
 
 from . import non_scriptable
 
-__all__ = [
-    "non_scriptable",
-]
+__all__ = ["non_scriptable"]

@@ -1,12 +1,15 @@
 """``remote-module-codegen``: render generated modules at build time.
 
     remote-module-codegen MODULE:INTERFACE [...] --output-dir DIR [--path DIR ...]
-                          [--check] [--no-cuda]
+                          [--check] [--no-cuda] [--non-scriptable]
 
 Writes one module per interface (its remote methods and its typed ``Remote<Interface>``
-class), ``non_scriptable.py`` and an ``__init__.py`` that imports them all and exports the
-typed classes (importing the package registers every module with the runtime). Files are
-rewritten only when their bytes change; ``--check`` does the same comparison without writing.
+class) and an ``__init__.py`` that imports them all and exports the typed classes (importing
+the package registers every module with the runtime). The module for RemoteModules without an
+interface ships with remote_module (``remote_module._generated.non_scriptable``, written by
+this CLI with ``--non-scriptable``); a user package needs none, and one left there by an older
+version is stale and never imported. Files are rewritten only when their bytes change;
+``--check`` does the same comparison without writing.
 """
 
 from __future__ import annotations
@@ -61,7 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not Path(root).is_dir():
                 raise BadInput(f"--path {root}: no such directory")
             sys.path.insert(0, str(Path(root).resolve()))
-        files = plan(options.interfaces, move_tensors=not options.no_cuda)
+        files = plan(
+            options.interfaces,
+            move_tensors=not options.no_cuda,
+            non_scriptable=options.non_scriptable,
+        )
         output_dir = Path(options.output_dir)
         if options.check:
             return _check(files, output_dir)
@@ -72,10 +79,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return ExitCode.OK
 
 
-def plan(specs: Sequence[str], move_tensors: bool = True) -> list[GeneratedFile]:
-    """The files to generate for ``MODULE:INTERFACE`` specs, in a deterministic order."""
+def plan(
+    specs: Sequence[str], move_tensors: bool = True, non_scriptable: bool = False
+) -> list[GeneratedFile]:
+    """The files to generate for ``MODULE:INTERFACE`` specs, in a deterministic order;
+    ``non_scriptable``: also the module for RemoteModules without an interface (remote_module's
+    own build writes the one it ships)."""
     files: dict[str, GeneratedFile] = {}
-    modules = [GeneratedModule("non_scriptable")]
+    modules = [GeneratedModule("non_scriptable")] if non_scriptable else []
     for spec in specs:
         # Importing the interface runs its @torch.jit.interface: TorchScript we use on purpose.
         with torchscript.on_purpose():
@@ -89,7 +100,8 @@ def plan(specs: Sequence[str], move_tensors: bool = True) -> list[GeneratedFile]
             raise BadInput(f"{spec}: another interface also generates {name}; rename one")
         files[name] = GeneratedFile(name, render_interface(interface, move_tensors))
         modules.append(GeneratedModule(name.removesuffix(".py"), api.typed_class_name(interface)))
-    files["non_scriptable.py"] = GeneratedFile("non_scriptable.py", render_non_scriptable())
+    if non_scriptable:
+        files["non_scriptable.py"] = GeneratedFile("non_scriptable.py", render_non_scriptable())
     files["__init__.py"] = GeneratedFile("__init__.py", render_package_init(modules))
     return [files[name] for name in sorted(files)]
 
@@ -168,7 +180,7 @@ def _parser() -> argparse.ArgumentParser:
         nargs="*",
         metavar="MODULE:INTERFACE",
         help="interfaces to generate, e.g. mypkg.scorer:ScorerInterface (default: none, "
-        "which writes only non_scriptable.py and __init__.py)",
+        "which writes only __init__.py)",
     )
     parser.add_argument(
         "--output-dir",
@@ -194,6 +206,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave out moving CPU tensors to the module's device, for CPU-only "
         "deployments (default: movement generated)",
+    )
+    parser.add_argument(
+        "--non-scriptable",
+        action="store_true",
+        help="also write non_scriptable.py, the module for RemoteModules built without an "
+        "interface, which remote_module ships; for remote_module's own build (default: not "
+        "written)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser

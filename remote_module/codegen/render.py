@@ -1,7 +1,8 @@
 """Rendering: the model in, Python source out, from the Jinja files in ``templates/``.
 
-One Jinja environment with every setting explicit and one small table of filters (the views
-of ``remote_module.codegen.api``). Templates are package data, so the CLI at build time and
+One Jinja environment with every setting explicit, one filter and the layout helpers of
+``remote_module.codegen.api``; templates get the model and its view (``api.InterfaceView``), whose
+finished pieces they put in place. Templates are package data, so the CLI at build time and
 the runtime on any worker render the same bytes.
 """
 
@@ -63,8 +64,17 @@ def render_scriptable(
 
 def render_interface(interface: Interface, move_tensors: bool) -> str:
     """Render an already parsed :class:`Interface` with its family's template."""
-    template = _environment().get_template(template_name(interface))
-    return template.render(interface=interface, move=bool(move_tensors), version=__version__)
+    name = template_name(interface)
+    return (
+        _environment()
+        .get_template(name)
+        .render(
+            interface=interface,
+            view=api.InterfaceView(interface, move_tensors),
+            template=name,
+            version=__version__,
+        )
+    )
 
 
 def template_name(interface: Interface) -> str:
@@ -84,8 +94,12 @@ def render_package_init(modules: Sequence[GeneratedModule]) -> str:
         [module.name for module in ordered]
         + [module.typed_class for module in ordered if module.typed_class]
     )
+    imported = api.ImportLine(".", tuple(module.name for module in ordered))
+    listed = api.wrapped("__all__ = ", [string_literal(name) for name in exports], brackets="[]")
+    if not exports:
+        listed = "__all__: list[str] = []"
     template = _environment().get_template(PACKAGE_INIT_TEMPLATE)
-    return template.render(modules=ordered, exports=exports, version=__version__)
+    return template.render(modules=ordered, imported=imported, exports=listed)
 
 
 @functools.cache
@@ -102,36 +116,12 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
         auto_reload=False,
-        extensions=["jinja2.ext.do"],
     )
-    environment.filters.update(
-        pystr=string_literal,
-        decl=api.Binding.decl,
-        remote_name=api.remote_name,
-        async_name=api.async_name,
-        hints_name=api.hints_name,
-        typed_class_name=api.typed_class_name,
-        caller_bindings=api.caller_bindings,
-        remote_bindings=api.remote_bindings,
-        prefix_values=api.prefix_values,
-        prefix_bindings=api.prefix_bindings,
-        argument_decls=api.argument_decls,
-        script_sender_name=api.script_sender_name,
-        python_sender_name=api.python_sender_name,
-        movable_types=api.movable_types,
-        mover_name=api.mover_name,
-        decodable_types=api.decodable_types,
-        waited_types=api.waited_types,
-        caster_name=api.caster_name,
-        restorer_name=api.restorer_name,
-        uses_wire=api.uses_wire,
-        wire_name=api.wire_name,
-        keyed_name=api.keyed_name,
-        keyed_bindings=api.keyed_bindings,
-        wire_reply_name=api.wire_reply_name,
-        wire_result_name=api.wire_result_name,
-        decoder_name=api.decoder_name,
-        imports=api.imports,
+    environment.filters["pystr"] = string_literal
+    environment.globals.update(
+        define=api.define,
+        wrapped=api.wrapped,
+        wrapped_comprehension=api.wrapped_comprehension,
     )
     return environment
 

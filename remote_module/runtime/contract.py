@@ -3,8 +3,8 @@
 A generated module (``remote-module-codegen`` output, or the templates rendered in memory)
 imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
 
-- :func:`check_fresh` at the top, whose result decorates its remote functions, and
-  :func:`register` at the end (see ``remote_module.runtime.registry``);
+- :func:`check_fresh` at the top (a stale module says why) and :func:`register` at the end
+  (see ``remote_module.runtime.registry``);
 - :func:`call` / :func:`call_async` in the caller-side methods outside TorchScript (argument
   checks, sending, the casts of a ``wire_dtype``, naming failures), and :func:`move_to_device`
   where no types are known (a union, in Python);
@@ -15,9 +15,13 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
 - :func:`is_scripting`, and :func:`rpc_async` and :func:`fork` in their TorchScript branch:
   torch's own functions (TorchScript knows them by identity), with the types and explicit
   exports torch does not declare;
-- :class:`RemoteModule`, the base of the typed classes;
+- :class:`RemoteModule`, whose methods' ``self`` is, and :class:`TypedRemoteModule`, the base
+  of the typed classes: ``RemoteModule`` itself at run time; for type checkers its
+  constructor without ``module_interface_cls`` and no attribute but those a typed class
+  declares;
 - :func:`move_tensor`, :func:`cast_tensor`, :func:`restore_tensor`: the tensor leaf helpers
-  of the generated walkers, from ``remote_module._contract``;
+  from ``remote_module._contract``, which the generated walkers and functions call for each
+  tensor (a tensor alone gets no walker of its own);
 - :data:`CALL_PREFIX`: the values every remote function receives before the interface's own
   arguments, in order, as attributes of the RemoteModule that sends them (eager calls send
   the module's key in place of its RRef).
@@ -43,6 +47,7 @@ from remote_module.runtime.values import move_to_device
 __all__ = [
     "CALL_PREFIX",
     "RemoteModule",
+    "TypedRemoteModule",
     "call",
     "call_async",
     "cast_tensor",
@@ -82,8 +87,26 @@ if TYPE_CHECKING:
     def ignore(fn: F) -> F:
         """``torch.jit.ignore``."""
 
+    class TypedRemoteModule(RemoteModule):
+        """A RemoteModule bound to one interface (see the typed classes)."""
+
+        # No attribute beyond those a typed class declares: a misspelt method is an error.
+        __getattr__: None  # type: ignore[assignment, misc]
+
+        def __init__(
+            self,
+            remote_device: str,
+            module_cls: Callable[..., torch.nn.Module],
+            args: tuple[Any, ...] | None = None,
+            kwargs: dict[str, Any] | None = None,
+            *,
+            timeout: float | None = None,
+            wire_dtype: torch.dtype | None = None,
+        ) -> None: ...
+
 else:
     rpc_async = rpc.rpc_async
     fork = torch.jit.fork
     is_scripting = torch.jit.is_scripting
     ignore = torch.jit.ignore
+    TypedRemoteModule = RemoteModule

@@ -2,12 +2,7 @@
 """Generated remote-module code; importing this package registers every module with the
 runtime, and exports the typed RemoteModule class of every interface."""
 
-from . import (
-    containers_interface,
-    minimal_interface,
-    multi_method_interface,
-    non_scriptable,
-)
+from . import containers_interface, minimal_interface, multi_method_interface
 from .containers_interface import RemoteContainersInterface
 from .minimal_interface import RemoteMinimalInterface
 from .multi_method_interface import RemoteMultiMethodInterface
@@ -19,5 +14,4 @@ __all__ = [
     "containers_interface",
     "minimal_interface",
     "multi_method_interface",
-    "non_scriptable",
 ]

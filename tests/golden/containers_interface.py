@@ -6,21 +6,15 @@
 ``tests.golden_interfaces.ContainersInterface``.
 """
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from remote_module.runtime import contract as _rm
 from torch import Tensor
 from torch.distributed.rpc import RRef
 from torch.futures import Future
-from torch.nn import Module
 
-from tests.golden_interfaces import (
-    Box,
-    ContainersInterface,
-    Stats,
-)
+from tests.golden_interfaces import Box, ContainersInterface, Stats
 
 GENERATOR_VERSION = "0.2.0"
 INTERFACE = "tests.golden_interfaces.ContainersInterface"
@@ -28,975 +22,18 @@ INTERFACE_FINGERPRINT = "59f24dc2c45a82c1"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = ContainersInterface
 
-# A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. Registering compiles the remote functions
-# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them, their keyed twins when a module is filed for keyed Python calls.
+# A stale module (another generator version, a changed interface) warns here and is not
+# registered at the end: the runtime renders the templates in memory instead.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, ContainersInterface)
 
 
-@_rm.ignore
-def _rm_module_for_key(key: int) -> ContainersInterface:
-    module: ContainersInterface = _rm.keyed_module(key)
-    return module
-
-
-def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
-    return value.to(device)
-
-
-def _rm_move_68622c665b(value: list[Tensor], device: torch.device) -> list[Tensor]:
-    return [_rm_move_8ccc264ac3(item, device) for item in value]
-
-
-def _rm_move_596943357c(
-    value: dict[str, Tensor],
-    device: torch.device,
-) -> dict[str, Tensor]:
-    return {key: _rm_move_8ccc264ac3(item, device) for key, item in value.items()}
-
-
-def _rm_move_01528b6679(
-    value: tuple[Tensor, int],
-    device: torch.device,
-) -> tuple[Tensor, int]:
-    return (_rm_move_8ccc264ac3(value[0], device), value[1])
-
-
-def _rm_move_cfba729138(value: Tensor | None, device: torch.device) -> Tensor | None:
-    if value is None:
-        return None
-    return _rm_move_8ccc264ac3(value, device)
-
-
-def _rm_move_b4a7365740(value: Stats, device: torch.device) -> Stats:
-    return Stats(_rm_move_8ccc264ac3(value.total, device), value.count)
-
-
-def _rm_move_f883a4c6d3(
-    value: list[dict[str, Tensor]],
-    device: torch.device,
-) -> list[dict[str, Tensor]]:
-    return [_rm_move_596943357c(item, device) for item in value]
-
-
-def _rm_move_2c395a2aa3(
-    value: tuple[list[Tensor], Stats],
-    device: torch.device,
-) -> tuple[list[Tensor], Stats]:
-    return (
-        _rm_move_68622c665b(value[0], device),
-        _rm_move_b4a7365740(value[1], device),
-    )
-
-
-def _rm_decode_b4a7365740(value: Stats) -> Stats:
-    return Stats(value[0], value[1])
-
-
-def _rm_decode_2c395a2aa3(
-    value: tuple[list[Tensor], Stats],
-) -> tuple[list[Tensor], Stats]:
-    return (value[0], _rm_decode_b4a7365740(value[1]))
-
-
-def _rm_decode_b4a7365740_waited(future: Future[Stats]) -> Stats:
-    return _rm_decode_b4a7365740(future.wait())
-
-
-def _rm_decode_2c395a2aa3_waited(
-    future: Future[tuple[list[Tensor], Stats]],
-) -> tuple[list[Tensor], Stats]:
-    return _rm_decode_2c395a2aa3(future.wait())
-
-
-def _rm_cast_8ccc264ac3(
-    value: Tensor,
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> Tensor:
-    if value.is_floating_point():
-        sent.append(torch.empty(0, dtype=value.dtype))
-        return value.to(dtype)
-    return value
-
-
-def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
-    if value.is_floating_point():
-        return value.to(sent.pop(0).dtype)
-    return value
-
-
-def _rm_cast_68622c665b(
-    value: list[Tensor],
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> list[Tensor]:
-    return [_rm_cast_8ccc264ac3(item, dtype, sent) for item in value]
-
-
-def _rm_restore_68622c665b(value: list[Tensor], sent: list[Tensor]) -> list[Tensor]:
-    return [_rm_restore_8ccc264ac3(item, sent) for item in value]
-
-
-def _rm_cast_596943357c(
-    value: dict[str, Tensor],
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> dict[str, Tensor]:
-    return {key: _rm_cast_8ccc264ac3(item, dtype, sent) for key, item in value.items()}
-
-
-def _rm_restore_596943357c(
-    value: dict[str, Tensor],
-    sent: list[Tensor],
-) -> dict[str, Tensor]:
-    return {key: _rm_restore_8ccc264ac3(item, sent) for key, item in value.items()}
-
-
-def _rm_cast_01528b6679(
-    value: tuple[Tensor, int],
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> tuple[Tensor, int]:
-    return (_rm_cast_8ccc264ac3(value[0], dtype, sent), value[1])
-
-
-def _rm_restore_01528b6679(
-    value: tuple[Tensor, int],
-    sent: list[Tensor],
-) -> tuple[Tensor, int]:
-    return (_rm_restore_8ccc264ac3(value[0], sent), value[1])
-
-
-def _rm_cast_cfba729138(
-    value: Tensor | None,
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> Tensor | None:
-    if value is None:
-        return None
-    return _rm_cast_8ccc264ac3(value, dtype, sent)
-
-
-def _rm_restore_cfba729138(value: Tensor | None, sent: list[Tensor]) -> Tensor | None:
-    if value is None:
-        return None
-    return _rm_restore_8ccc264ac3(value, sent)
-
-
-def _rm_cast_b4a7365740(value: Stats, dtype: torch.dtype, sent: list[Tensor]) -> Stats:
-    return Stats(_rm_cast_8ccc264ac3(value[0], dtype, sent), value[1])
-
-
-def _rm_restore_b4a7365740(value: Stats, sent: list[Tensor]) -> Stats:
-    return Stats(_rm_restore_8ccc264ac3(value[0], sent), value[1])
-
-
-def _rm_cast_f883a4c6d3(
-    value: list[dict[str, Tensor]],
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> list[dict[str, Tensor]]:
-    return [_rm_cast_596943357c(item, dtype, sent) for item in value]
-
-
-def _rm_restore_f883a4c6d3(
-    value: list[dict[str, Tensor]],
-    sent: list[Tensor],
-) -> list[dict[str, Tensor]]:
-    return [_rm_restore_596943357c(item, sent) for item in value]
-
-
-def _rm_cast_2c395a2aa3(
-    value: tuple[list[Tensor], Stats],
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> tuple[list[Tensor], Stats]:
-    return (
-        _rm_cast_68622c665b(value[0], dtype, sent),
-        _rm_cast_b4a7365740(value[1], dtype, sent),
-    )
-
-
-def _rm_restore_2c395a2aa3(
-    value: tuple[list[Tensor], Stats],
-    sent: list[Tensor],
-) -> tuple[list[Tensor], Stats]:
-    return (
-        _rm_restore_68622c665b(value[0], sent),
-        _rm_restore_b4a7365740(value[1], sent),
-    )
-
-
-def _remote_forward(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> Stats:
-    _rm_module: ContainersInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.forward(x, many, table, pair, maybe, count)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(x, many, table, pair, maybe, count)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    many = _rm_move_68622c665b(many, _rm_target)
-    table = _rm_move_596943357c(table, _rm_target)
-    pair = _rm_move_01528b6679(pair, _rm_target)
-    maybe = _rm_move_cfba729138(maybe, _rm_target)
-    _rm_result = _rm_module.forward(x, many, table, pair, maybe, count)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_b4a7365740(_rm_result, torch.device("cpu"))
-
-
-def _remote_forward_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> Stats:
-    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.forward(x, many, table, pair, maybe, count)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(x, many, table, pair, maybe, count)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    many = _rm_move_68622c665b(many, _rm_target)
-    table = _rm_move_596943357c(table, _rm_target)
-    pair = _rm_move_01528b6679(pair, _rm_target)
-    maybe = _rm_move_cfba729138(maybe, _rm_target)
-    _rm_result = _rm_module.forward(x, many, table, pair, maybe, count)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_b4a7365740(_rm_result, torch.device("cpu"))
-
-
-def _remote_forward_wire(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_carried: list[Tensor],
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> tuple[Stats, list[Tensor]]:
-    x = _rm_restore_8ccc264ac3(x, _rm_carried)
-    many = _rm_restore_68622c665b(many, _rm_carried)
-    table = _rm_restore_596943357c(table, _rm_carried)
-    pair = _rm_restore_01528b6679(pair, _rm_carried)
-    maybe = _rm_restore_cfba729138(maybe, _rm_carried)
-    _rm_result = _remote_forward(
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        many,
-        table,
-        pair,
-        maybe,
-        count,
-    )
-    _rm_back: list[Tensor] = []
-    return (_rm_cast_b4a7365740(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
-
-
-def _rm_forward_wire_reply(reply: tuple[Stats, list[Tensor]]) -> Stats:
-    return _rm_decode_b4a7365740(_rm_restore_b4a7365740(reply[0], reply[1]))
-
-
-def _rm_forward_wire_result(future: Future[tuple[Stats, list[Tensor]]]) -> Stats:
-    return _rm_forward_wire_reply(future.wait())
-
-
-_rm_forward_hints = (
-    ("x", Tensor),
-    ("many", list[Tensor]),
-    ("table", dict[str, Tensor]),
-    ("pair", tuple[Tensor, int]),
-    ("maybe", Tensor | None, None),
-    ("count", int | None, None),
-)
-
-
-def _rm_forward_async_script(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> Future[Stats]:
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        many,
-        table,
-        pair,
-        maybe,
-        count,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_decode_b4a7365740_waited, _rm_future)
-
-
-def _rm_forward_async_script_wire(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> Future[Stats]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_arg_many = _rm_cast_68622c665b(many, _rm_wire_dtype, _rm_carried)
-    _rm_arg_table = _rm_cast_596943357c(table, _rm_wire_dtype, _rm_carried)
-    _rm_arg_pair = _rm_cast_01528b6679(pair, _rm_wire_dtype, _rm_carried)
-    _rm_arg_maybe = _rm_cast_cfba729138(maybe, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        _rm_arg_many,
-        _rm_arg_table,
-        _rm_arg_pair,
-        _rm_arg_maybe,
-        count,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_forward_wire_result, _rm_future)
-
-
-def _rm_forward_async_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> Future[Stats]:
-    _rm_args = (x, many, table, pair, maybe, count)
-    _rm_future = _rm.call_async(
-        self,
-        "forward",
-        _remote_forward,
-        _rm_args,
-        _rm_forward_hints,
-    )
-    return _rm_future.then(_rm_decode_b4a7365740_waited)
-
-
-def forward_async(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None = None,
-    count: int | None = None,
-) -> Future[Stats]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                many,
-                table,
-                pair,
-                maybe,
-                count,
-            )
-        return _rm_forward_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            many,
-            table,
-            pair,
-            maybe,
-            count,
-        )
-    return _rm_forward_async_python(self, x, many, table, pair, maybe, count)
-
-
-def _rm_forward_script(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> Stats:
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        many,
-        table,
-        pair,
-        maybe,
-        count,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_decode_b4a7365740(_rm_future.wait())
-
-
-def _rm_forward_script_wire(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> Stats:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_arg_many = _rm_cast_68622c665b(many, _rm_wire_dtype, _rm_carried)
-    _rm_arg_table = _rm_cast_596943357c(table, _rm_wire_dtype, _rm_carried)
-    _rm_arg_pair = _rm_cast_01528b6679(pair, _rm_wire_dtype, _rm_carried)
-    _rm_arg_maybe = _rm_cast_cfba729138(maybe, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        _rm_arg_many,
-        _rm_arg_table,
-        _rm_arg_pair,
-        _rm_arg_maybe,
-        count,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_forward_wire_result(_rm_future)
-
-
-def _rm_forward_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> Stats:
-    _rm_args = (x, many, table, pair, maybe, count)
-    _rm_result = _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
-    return _rm_decode_b4a7365740(_rm_result)
-
-
-def forward(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None = None,
-    count: int | None = None,
-) -> Stats:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                many,
-                table,
-                pair,
-                maybe,
-                count,
-            )
-        return _rm_forward_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            many,
-            table,
-            pair,
-            maybe,
-            count,
-        )
-    return _rm_forward_python(self, x, many, table, pair, maybe, count)
-
-
-def _remote_boxed(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    box: Box,
-    tag: str,
-) -> Box:
-    _rm_module: ContainersInterface = _rm_module_rref.local_value()
-    return _rm_module.boxed(box, tag)
-
-
-def _remote_boxed_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    box: Box,
-    tag: str,
-) -> Box:
-    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
-    return _rm_module.boxed(box, tag)
-
-
-_rm_boxed_hints = (("box", Box), ("tag", str, "b"))
-
-
-def _rm_boxed_async_script(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    box: Box,
-    tag: str,
-) -> Future[Box]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, box, tag)
-    return _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_boxed,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-
-
-def _rm_boxed_async_python(self: _rm.RemoteModule, box: Box, tag: str) -> Future[Box]:
-    _rm_args = (box, tag)
-    return _rm.call_async(self, "boxed", _remote_boxed, _rm_args, _rm_boxed_hints)
-
-
-def boxed_async(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Future[Box]:
-    if _rm.is_scripting():
-        return _rm_boxed_async_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-            box,
-            tag,
-        )
-    return _rm_boxed_async_python(self, box, tag)
-
-
-def _rm_boxed_script(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    box: Box,
-    tag: str,
-) -> Box:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, box, tag)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_boxed,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_future.wait()
-
-
-def _rm_boxed_python(self: _rm.RemoteModule, box: Box, tag: str) -> Box:
-    _rm_args = (box, tag)
-    return _rm.call(self, "boxed", _remote_boxed, _rm_args, _rm_boxed_hints)
-
-
-def boxed(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Box:
-    if _rm.is_scripting():
-        return _rm_boxed_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-            box,
-            tag,
-        )
-    return _rm_boxed_python(self, box, tag)
-
-
-def _remote_nested(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> tuple[list[Tensor], Stats]:
-    _rm_module: ContainersInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.nested(batches, keys)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.nested(batches, keys)
-    batches = _rm_move_f883a4c6d3(batches, _rm_target)
-    _rm_result = _rm_module.nested(batches, keys)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_2c395a2aa3(_rm_result, torch.device("cpu"))
-
-
-def _remote_nested_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> tuple[list[Tensor], Stats]:
-    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.nested(batches, keys)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.nested(batches, keys)
-    batches = _rm_move_f883a4c6d3(batches, _rm_target)
-    _rm_result = _rm_module.nested(batches, keys)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_2c395a2aa3(_rm_result, torch.device("cpu"))
-
-
-def _remote_nested_wire(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_carried: list[Tensor],
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> tuple[tuple[list[Tensor], Stats], list[Tensor]]:
-    batches = _rm_restore_f883a4c6d3(batches, _rm_carried)
-    _rm_result = _remote_nested(
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        batches,
-        keys,
-    )
-    _rm_back: list[Tensor] = []
-    return (_rm_cast_2c395a2aa3(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
-
-
-def _rm_nested_wire_reply(
-    reply: tuple[tuple[list[Tensor], Stats], list[Tensor]],
-) -> tuple[list[Tensor], Stats]:
-    return _rm_decode_2c395a2aa3(_rm_restore_2c395a2aa3(reply[0], reply[1]))
-
-
-def _rm_nested_wire_result(
-    future: Future[tuple[tuple[list[Tensor], Stats], list[Tensor]]],
-) -> tuple[list[Tensor], Stats]:
-    return _rm_nested_wire_reply(future.wait())
-
-
-_rm_nested_hints = (("batches", list[dict[str, Tensor]]), ("keys", list[str]))
-
-
-def _rm_nested_async_script(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> Future[tuple[list[Tensor], Stats]]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, batches, keys)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_nested,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_decode_2c395a2aa3_waited, _rm_future)
-
-
-def _rm_nested_async_script_wire(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> Future[tuple[list[Tensor], Stats]]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_batches = _rm_cast_f883a4c6d3(batches, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_batches,
-        keys,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_nested_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_nested_wire_result, _rm_future)
-
-
-def _rm_nested_async_python(
-    self: _rm.RemoteModule,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> Future[tuple[list[Tensor], Stats]]:
-    _rm_args = (batches, keys)
-    _rm_future = _rm.call_async(
-        self,
-        "nested",
-        _remote_nested,
-        _rm_args,
-        _rm_nested_hints,
-    )
-    return _rm_future.then(_rm_decode_2c395a2aa3_waited)
-
-
-def nested_async(
-    self: _rm.RemoteModule,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> Future[tuple[list[Tensor], Stats]]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_nested_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                batches,
-                keys,
-            )
-        return _rm_nested_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            batches,
-            keys,
-        )
-    return _rm_nested_async_python(self, batches, keys)
-
-
-def _rm_nested_script(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> tuple[list[Tensor], Stats]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, batches, keys)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_nested,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_decode_2c395a2aa3(_rm_future.wait())
-
-
-def _rm_nested_script_wire(
-    _rm_module_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> tuple[list[Tensor], Stats]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_batches = _rm_cast_f883a4c6d3(batches, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_batches,
-        keys,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_nested_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_nested_wire_result(_rm_future)
-
-
-def _rm_nested_python(
-    self: _rm.RemoteModule,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> tuple[list[Tensor], Stats]:
-    _rm_args = (batches, keys)
-    _rm_result = _rm.call(self, "nested", _remote_nested, _rm_args, _rm_nested_hints)
-    return _rm_decode_2c395a2aa3(_rm_result)
-
-
-def nested(
-    self: _rm.RemoteModule,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> tuple[list[Tensor], Stats]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_nested_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                batches,
-                keys,
-            )
-        return _rm_nested_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            batches,
-            keys,
-        )
-    return _rm_nested_python(self, batches, keys)
-
-
-_generated_methods = [
-    forward_async,
-    forward,
-    boxed_async,
-    boxed,
-    nested_async,
-    nested,
-]
-_remote_functions = [
-    _remote_forward,
-    _remote_boxed,
-    _remote_nested,
-]
-_wire_functions = [
-    _remote_forward_wire,
-    _remote_nested_wire,
-]
-_keyed_functions = [  # in the order of _remote_functions: the keyed twin of each
-    _remote_forward_keyed,
-    _remote_boxed_keyed,
-    _remote_nested_keyed,
-]
-
-
-class RemoteContainersInterface(_rm.RemoteModule):
-    """A ``RemoteModule`` bound to ``ContainersInterface``, with its methods typed.
-
-    ``RemoteContainersInterface(remote_device, module_cls, args, kwargs, timeout=...)``
-    is ``RemoteModule(..., module_interface_cls=ContainersInterface)``.
-    """
+class RemoteContainersInterface(_rm.TypedRemoteModule):
+    """``RemoteModule(..., module_interface_cls=ContainersInterface)`` with its methods typed:
+    ``RemoteContainersInterface(remote_device, module_cls, args, kwargs, timeout=...)``."""
 
     _rm_bound_interface = ContainersInterface
 
     if TYPE_CHECKING:
-        # No attribute beyond those declared here: a misspelt method is an error.
-        __getattr__: None  # type: ignore[assignment, misc]
-
-        def __init__(
-            self,
-            remote_device: str,
-            module_cls: Callable[..., Module],
-            args: tuple[Any, ...] | None = None,
-            kwargs: dict[str, Any] | None = None,
-            *,
-            timeout: float | None = None,
-            wire_dtype: torch.dtype | None = None,
-        ) -> None: ...
 
         def forward(
             self,
@@ -1044,5 +81,540 @@ class RemoteContainersInterface(_rm.RemoteModule):
             keys: list[str],
         ) -> Future[tuple[list[Tensor], Stats]]: ...
 
+
+def forward_async(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None = None,
+    count: int | None = None,
+) -> Future[Stats]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                x,
+                many,
+                table,
+                pair,
+                maybe,
+                count,
+            )
+            return _rm.fork(
+                _rm_wait_decode_Stats,
+                _rm.rpc_async(_rm_owner, _remote_forward, _rm_sent, {}, self.timeout),
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm.cast_tensor(x, self.wire_dtype, _rm_carried),
+            _rm_cast_list_Tensor(many, self.wire_dtype, _rm_carried),
+            _rm_cast_dict_str_Tensor(table, self.wire_dtype, _rm_carried),
+            _rm_cast_tuple_Tensor_int(pair, self.wire_dtype, _rm_carried),
+            _rm_cast_Tensor_or_None(maybe, self.wire_dtype, _rm_carried),
+            count,
+        )
+        return _rm.fork(
+            _rm_forward_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_forward_wire, _rm_wired, {}, self.timeout),
+        )
+    return _rm.call_async(
+        self,
+        "forward",
+        _remote_forward,
+        (x, many, table, pair, maybe, count),
+        _rm_forward_hints,
+    ).then(_rm_wait_decode_Stats)
+
+
+def forward(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None = None,
+    count: int | None = None,
+) -> Stats:
+    if _rm.is_scripting():
+        _rm_future: Future[Stats] = self.forward_async(
+            x,
+            many,
+            table,
+            pair,
+            maybe,
+            count,
+        )
+        return _rm_future.wait()
+    _rm_result = _rm.call(
+        self,
+        "forward",
+        _remote_forward,
+        (x, many, table, pair, maybe, count),
+        _rm_forward_hints,
+    )
+    return _rm_decode_Stats(_rm_result)
+
+
+def boxed_async(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Future[Box]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        _rm_sent = (self.module_rref, self.device, self.is_device_map_set, box, tag)
+        return _rm.rpc_async(_rm_owner, _remote_boxed, _rm_sent, {}, self.timeout)
+    return _rm.call_async(self, "boxed", _remote_boxed, (box, tag), _rm_boxed_hints)
+
+
+def boxed(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Box:
+    if _rm.is_scripting():
+        _rm_future: Future[Box] = self.boxed_async(box, tag)
+        return _rm_future.wait()
+    return _rm.call(self, "boxed", _remote_boxed, (box, tag), _rm_boxed_hints)
+
+
+def nested_async(
+    self: _rm.RemoteModule,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> Future[tuple[list[Tensor], Stats]]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                batches,
+                keys,
+            )
+            return _rm.fork(
+                _rm_wait_decode_tuple_list_Tensor_Stats,
+                _rm.rpc_async(_rm_owner, _remote_nested, _rm_sent, {}, self.timeout),
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm_cast_list_dict_str_Tensor(batches, self.wire_dtype, _rm_carried),
+            keys,
+        )
+        return _rm.fork(
+            _rm_nested_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_nested_wire, _rm_wired, {}, self.timeout),
+        )
+    return _rm.call_async(
+        self,
+        "nested",
+        _remote_nested,
+        (batches, keys),
+        _rm_nested_hints,
+    ).then(_rm_wait_decode_tuple_list_Tensor_Stats)
+
+
+def nested(
+    self: _rm.RemoteModule,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[list[Tensor], Stats]:
+    if _rm.is_scripting():
+        _rm_future: Future[tuple[list[Tensor], Stats]] = self.nested_async(
+            batches,
+            keys,
+        )
+        return _rm_future.wait()
+    return _rm_decode_tuple_list_Tensor_Stats(
+        _rm.call(self, "nested", _remote_nested, (batches, keys), _rm_nested_hints),
+    )
+
+
+_rm_forward_hints = (
+    ("x", Tensor),
+    ("many", list[Tensor]),
+    ("table", dict[str, Tensor]),
+    ("pair", tuple[Tensor, int]),
+    ("maybe", Tensor | None, None),
+    ("count", int | None, None),
+)
+_rm_boxed_hints = (("box", Box), ("tag", str, "b"))
+_rm_nested_hints = (("batches", list[dict[str, Tensor]]), ("keys", list[str]))
+
+
+def _rm_forward_wire_result(future: Future[tuple[Stats, list[Tensor]]]) -> Stats:
+    reply = future.wait()
+    return _rm_decode_Stats(_rm_restore_Stats(reply[0], reply[1]))
+
+
+def _rm_nested_wire_result(
+    future: Future[tuple[tuple[list[Tensor], Stats], list[Tensor]]],
+) -> tuple[list[Tensor], Stats]:
+    reply = future.wait()
+    return _rm_decode_tuple_list_Tensor_Stats(
+        _rm_restore_tuple_list_Tensor_Stats(reply[0], reply[1]),
+    )
+
+
+def _remote_forward(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> Stats:
+    _rm_module: ContainersInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(x, many, table, pair, maybe, count)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(
+        _rm.move_tensor(x, _rm_target),
+        _rm_move_list_Tensor(many, _rm_target),
+        _rm_move_dict_str_Tensor(table, _rm_target),
+        _rm_move_tuple_Tensor_int(pair, _rm_target),
+        _rm_move_Tensor_or_None(maybe, _rm_target),
+        count,
+    )
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Stats(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> Stats:
+    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(x, many, table, pair, maybe, count)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(
+        _rm.move_tensor(x, _rm_target),
+        _rm_move_list_Tensor(many, _rm_target),
+        _rm_move_dict_str_Tensor(table, _rm_target),
+        _rm_move_tuple_Tensor_int(pair, _rm_target),
+        _rm_move_Tensor_or_None(maybe, _rm_target),
+        count,
+    )
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Stats(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_wire(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> tuple[Stats, list[Tensor]]:
+    x = _rm.restore_tensor(x, _rm_carried)
+    many = _rm_restore_list_Tensor(many, _rm_carried)
+    table = _rm_restore_dict_str_Tensor(table, _rm_carried)
+    pair = _rm_restore_tuple_Tensor_int(pair, _rm_carried)
+    maybe = _rm_restore_Tensor_or_None(maybe, _rm_carried)
+    _rm_result = _remote_forward(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        many,
+        table,
+        pair,
+        maybe,
+        count,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_Stats(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _remote_boxed(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    box: Box,
+    tag: str,
+) -> Box:
+    _rm_module: ContainersInterface = _rm_module_rref.local_value()
+    return _rm_module.boxed(box, tag)
+
+
+def _remote_boxed_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    box: Box,
+    tag: str,
+) -> Box:
+    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_module.boxed(box, tag)
+
+
+def _remote_nested(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[list[Tensor], Stats]:
+    _rm_module: ContainersInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.nested(batches, keys)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.nested(
+        _rm_move_list_dict_str_Tensor(batches, _rm_target),
+        keys,
+    )
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_tuple_list_Tensor_Stats(_rm_result, torch.device("cpu"))
+
+
+def _remote_nested_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[list[Tensor], Stats]:
+    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.nested(batches, keys)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.nested(
+        _rm_move_list_dict_str_Tensor(batches, _rm_target),
+        keys,
+    )
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_tuple_list_Tensor_Stats(_rm_result, torch.device("cpu"))
+
+
+def _remote_nested_wire(
+    _rm_module_rref: RRef[ContainersInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[tuple[list[Tensor], Stats], list[Tensor]]:
+    batches = _rm_restore_list_dict_str_Tensor(batches, _rm_carried)
+    _rm_result = _remote_nested(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        batches,
+        keys,
+    )
+    _rm_back: list[Tensor] = []
+    return (
+        _rm_cast_tuple_list_Tensor_Stats(_rm_result, _rm_wire_dtype, _rm_back),
+        _rm_back,
+    )
+
+
+@_rm.ignore
+def _rm_module_for_key(key: int) -> ContainersInterface:
+    module: ContainersInterface = _rm.keyed_module(key)
+    return module
+
+
+def _rm_move_list_Tensor(value: list[Tensor], device: torch.device) -> list[Tensor]:
+    return [_rm.move_tensor(item, device) for item in value]
+
+
+def _rm_move_dict_str_Tensor(
+    value: dict[str, Tensor],
+    device: torch.device,
+) -> dict[str, Tensor]:
+    return {key: _rm.move_tensor(item, device) for key, item in value.items()}
+
+
+def _rm_move_tuple_Tensor_int(
+    value: tuple[Tensor, int],
+    device: torch.device,
+) -> tuple[Tensor, int]:
+    return (_rm.move_tensor(value[0], device), value[1])
+
+
+def _rm_move_Tensor_or_None(
+    value: Tensor | None,
+    device: torch.device,
+) -> Tensor | None:
+    if value is None:
+        return None
+    return _rm.move_tensor(value, device)
+
+
+def _rm_move_Stats(value: Stats, device: torch.device) -> Stats:
+    return Stats(_rm.move_tensor(value.total, device), value.count)
+
+
+def _rm_move_list_dict_str_Tensor(
+    value: list[dict[str, Tensor]],
+    device: torch.device,
+) -> list[dict[str, Tensor]]:
+    return [_rm_move_dict_str_Tensor(item, device) for item in value]
+
+
+def _rm_move_tuple_list_Tensor_Stats(
+    value: tuple[list[Tensor], Stats],
+    device: torch.device,
+) -> tuple[list[Tensor], Stats]:
+    return (_rm_move_list_Tensor(value[0], device), _rm_move_Stats(value[1], device))
+
+
+def _rm_decode_Stats(value: Stats) -> Stats:
+    return Stats(value[0], value[1])
+
+
+def _rm_decode_tuple_list_Tensor_Stats(
+    value: tuple[list[Tensor], Stats],
+) -> tuple[list[Tensor], Stats]:
+    return (value[0], _rm_decode_Stats(value[1]))
+
+
+def _rm_wait_decode_Stats(future: Future[Stats]) -> Stats:
+    return _rm_decode_Stats(future.wait())
+
+
+def _rm_wait_decode_tuple_list_Tensor_Stats(
+    future: Future[tuple[list[Tensor], Stats]],
+) -> tuple[list[Tensor], Stats]:
+    return _rm_decode_tuple_list_Tensor_Stats(future.wait())
+
+
+def _rm_cast_list_Tensor(
+    value: list[Tensor],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> list[Tensor]:
+    return [_rm.cast_tensor(item, dtype, sent) for item in value]
+
+
+def _rm_cast_dict_str_Tensor(
+    value: dict[str, Tensor],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> dict[str, Tensor]:
+    return {key: _rm.cast_tensor(item, dtype, sent) for key, item in value.items()}
+
+
+def _rm_cast_tuple_Tensor_int(
+    value: tuple[Tensor, int],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> tuple[Tensor, int]:
+    return (_rm.cast_tensor(value[0], dtype, sent), value[1])
+
+
+def _rm_cast_Tensor_or_None(
+    value: Tensor | None,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Tensor | None:
+    if value is None:
+        return None
+    return _rm.cast_tensor(value, dtype, sent)
+
+
+def _rm_cast_Stats(value: Stats, dtype: torch.dtype, sent: list[Tensor]) -> Stats:
+    return Stats(_rm.cast_tensor(value[0], dtype, sent), value[1])
+
+
+def _rm_cast_list_dict_str_Tensor(
+    value: list[dict[str, Tensor]],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> list[dict[str, Tensor]]:
+    return [_rm_cast_dict_str_Tensor(item, dtype, sent) for item in value]
+
+
+def _rm_cast_tuple_list_Tensor_Stats(
+    value: tuple[list[Tensor], Stats],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> tuple[list[Tensor], Stats]:
+    return (
+        _rm_cast_list_Tensor(value[0], dtype, sent),
+        _rm_cast_Stats(value[1], dtype, sent),
+    )
+
+
+def _rm_restore_list_Tensor(value: list[Tensor], sent: list[Tensor]) -> list[Tensor]:
+    return [_rm.restore_tensor(item, sent) for item in value]
+
+
+def _rm_restore_dict_str_Tensor(
+    value: dict[str, Tensor],
+    sent: list[Tensor],
+) -> dict[str, Tensor]:
+    return {key: _rm.restore_tensor(item, sent) for key, item in value.items()}
+
+
+def _rm_restore_tuple_Tensor_int(
+    value: tuple[Tensor, int],
+    sent: list[Tensor],
+) -> tuple[Tensor, int]:
+    return (_rm.restore_tensor(value[0], sent), value[1])
+
+
+def _rm_restore_Tensor_or_None(
+    value: Tensor | None,
+    sent: list[Tensor],
+) -> Tensor | None:
+    if value is None:
+        return None
+    return _rm.restore_tensor(value, sent)
+
+
+def _rm_restore_Stats(value: Stats, sent: list[Tensor]) -> Stats:
+    return Stats(_rm.restore_tensor(value[0], sent), value[1])
+
+
+def _rm_restore_list_dict_str_Tensor(
+    value: list[dict[str, Tensor]],
+    sent: list[Tensor],
+) -> list[dict[str, Tensor]]:
+    return [_rm_restore_dict_str_Tensor(item, sent) for item in value]
+
+
+def _rm_restore_tuple_list_Tensor_Stats(
+    value: tuple[list[Tensor], Stats],
+    sent: list[Tensor],
+) -> tuple[list[Tensor], Stats]:
+    return (_rm_restore_list_Tensor(value[0], sent), _rm_restore_Stats(value[1], sent))
+
+
+_generated_methods = [forward_async, forward, boxed_async, boxed, nested_async, nested]
+_remote_functions = [_remote_forward, _remote_boxed, _remote_nested]
+_wire_functions = [_remote_forward_wire, _remote_nested_wire]
+_keyed_functions = [_remote_forward_keyed, _remote_boxed_keyed, _remote_nested_keyed]
 
 _rm.register(__name__)

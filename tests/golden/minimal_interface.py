@@ -6,15 +6,13 @@
 ``tests.golden_interfaces.MinimalInterface``.
 """
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from remote_module.runtime import contract as _rm
 from torch import Tensor
 from torch.distributed.rpc import RRef
 from torch.futures import Future
-from torch.nn import Module
 
 from tests.golden_interfaces import MinimalInterface
 
@@ -24,38 +22,61 @@ INTERFACE_FINGERPRINT = "84c98ebd5f98e861"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = MinimalInterface
 
-# A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. Registering compiles the remote functions
-# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them, their keyed twins when a module is filed for keyed Python calls.
+# A stale module (another generator version, a changed interface) warns here and is not
+# registered at the end: the runtime renders the templates in memory instead.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, MinimalInterface)
 
 
-@_rm.ignore
-def _rm_module_for_key(key: int) -> MinimalInterface:
-    module: MinimalInterface = _rm.keyed_module(key)
-    return module
+class RemoteMinimalInterface(_rm.TypedRemoteModule):
+    """``RemoteModule(..., module_interface_cls=MinimalInterface)`` with its methods typed:
+    ``RemoteMinimalInterface(remote_device, module_cls, args, kwargs, timeout=...)``."""
+
+    _rm_bound_interface = MinimalInterface
+
+    if TYPE_CHECKING:
+
+        def forward(self, x: Tensor) -> Tensor: ...
+
+        def forward_async(self, x: Tensor) -> Future[Tensor]: ...
+
+        def __call__(self, x: Tensor) -> Tensor: ...
 
 
-def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
-    return value.to(device)
+def forward_async(self: _rm.RemoteModule, x: Tensor) -> Future[Tensor]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
+            return _rm.rpc_async(_rm_owner, _remote_forward, _rm_sent, {}, self.timeout)
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm.cast_tensor(x, self.wire_dtype, _rm_carried),
+        )
+        return _rm.fork(
+            _rm_forward_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_forward_wire, _rm_wired, {}, self.timeout),
+        )
+    return _rm.call_async(self, "forward", _remote_forward, (x,), _rm_forward_hints)
 
 
-def _rm_cast_8ccc264ac3(
-    value: Tensor,
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> Tensor:
-    if value.is_floating_point():
-        sent.append(torch.empty(0, dtype=value.dtype))
-        return value.to(dtype)
-    return value
+def forward(self: _rm.RemoteModule, x: Tensor) -> Tensor:
+    if _rm.is_scripting():
+        _rm_future: Future[Tensor] = self.forward_async(x)
+        return _rm_future.wait()
+    return _rm.call(self, "forward", _remote_forward, (x,), _rm_forward_hints)
 
 
-def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
-    if value.is_floating_point():
-        return value.to(sent.pop(0).dtype)
-    return value
+_rm_forward_hints = (("x", Tensor),)
+
+
+def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tensor:
+    reply = future.wait()
+    return _rm.restore_tensor(reply[0], reply[1])
 
 
 def _remote_forward(
@@ -65,16 +86,13 @@ def _remote_forward(
     x: Tensor,
 ) -> Tensor:
     _rm_module: MinimalInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x)
     _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(x)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.forward(x)
+    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target))
     if _rm_is_device_map_set:
         return _rm_result
-    return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
+    return _rm.move_tensor(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_keyed(
@@ -84,16 +102,13 @@ def _remote_forward_keyed(
     x: Tensor,
 ) -> Tensor:
     _rm_module: MinimalInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x)
     _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(x)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.forward(x)
+    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target))
     if _rm_is_device_map_set:
         return _rm_result
-    return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
+    return _rm.move_tensor(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_wire(
@@ -104,210 +119,21 @@ def _remote_forward_wire(
     _rm_carried: list[Tensor],
     x: Tensor,
 ) -> tuple[Tensor, list[Tensor]]:
-    x = _rm_restore_8ccc264ac3(x, _rm_carried)
+    x = _rm.restore_tensor(x, _rm_carried)
     _rm_result = _remote_forward(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
     _rm_back: list[Tensor] = []
-    return (_rm_cast_8ccc264ac3(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+    return (_rm.cast_tensor(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
-def _rm_forward_wire_reply(reply: tuple[Tensor, list[Tensor]]) -> Tensor:
-    return _rm_restore_8ccc264ac3(reply[0], reply[1])
+@_rm.ignore
+def _rm_module_for_key(key: int) -> MinimalInterface:
+    module: MinimalInterface = _rm.keyed_module(key)
+    return module
 
 
-def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tensor:
-    return _rm_forward_wire_reply(future.wait())
-
-
-_rm_forward_hints = (("x", Tensor),)
-
-
-def _rm_forward_async_script(
-    _rm_module_rref: RRef[MinimalInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-) -> Future[Tensor]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
-    return _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-
-
-def _rm_forward_async_script_wire(
-    _rm_module_rref: RRef[MinimalInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-) -> Future[Tensor]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_forward_wire_result, _rm_future)
-
-
-def _rm_forward_async_python(self: _rm.RemoteModule, x: Tensor) -> Future[Tensor]:
-    _rm_args = (x,)
-    return _rm.call_async(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
-
-
-def forward_async(self: _rm.RemoteModule, x: Tensor) -> Future[Tensor]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-            )
-        return _rm_forward_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-        )
-    return _rm_forward_async_python(self, x)
-
-
-def _rm_forward_script(
-    _rm_module_rref: RRef[MinimalInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-) -> Tensor:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_future.wait()
-
-
-def _rm_forward_script_wire(
-    _rm_module_rref: RRef[MinimalInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-) -> Tensor:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_forward_wire_result(_rm_future)
-
-
-def _rm_forward_python(self: _rm.RemoteModule, x: Tensor) -> Tensor:
-    _rm_args = (x,)
-    return _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
-
-
-def forward(self: _rm.RemoteModule, x: Tensor) -> Tensor:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-            )
-        return _rm_forward_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-        )
-    return _rm_forward_python(self, x)
-
-
-_generated_methods = [
-    forward_async,
-    forward,
-]
-_remote_functions = [
-    _remote_forward,
-]
-_wire_functions = [
-    _remote_forward_wire,
-]
-_keyed_functions = [  # in the order of _remote_functions: the keyed twin of each
-    _remote_forward_keyed,
-]
-
-
-class RemoteMinimalInterface(_rm.RemoteModule):
-    """A ``RemoteModule`` bound to ``MinimalInterface``, with its methods typed.
-
-    ``RemoteMinimalInterface(remote_device, module_cls, args, kwargs, timeout=...)``
-    is ``RemoteModule(..., module_interface_cls=MinimalInterface)``.
-    """
-
-    _rm_bound_interface = MinimalInterface
-
-    if TYPE_CHECKING:
-        # No attribute beyond those declared here: a misspelt method is an error.
-        __getattr__: None  # type: ignore[assignment, misc]
-
-        def __init__(
-            self,
-            remote_device: str,
-            module_cls: Callable[..., Module],
-            args: tuple[Any, ...] | None = None,
-            kwargs: dict[str, Any] | None = None,
-            *,
-            timeout: float | None = None,
-            wire_dtype: torch.dtype | None = None,
-        ) -> None: ...
-
-        def forward(self, x: Tensor) -> Tensor: ...
-
-        def forward_async(self, x: Tensor) -> Future[Tensor]: ...
-
-        def __call__(self, x: Tensor) -> Tensor: ...
-
+_generated_methods = [forward_async, forward]
+_remote_functions = [_remote_forward]
+_wire_functions = [_remote_forward_wire]
+_keyed_functions = [_remote_forward_keyed]
 
 _rm.register(__name__)

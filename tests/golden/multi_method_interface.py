@@ -6,15 +6,13 @@
 ``tests.golden_interfaces.MultiMethodInterface``.
 """
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from remote_module.runtime import contract as _rm
 from torch import Tensor
 from torch.distributed.rpc import RRef
 from torch.futures import Future
-from torch.nn import Module
 
 from tests.golden_interfaces import MultiMethodInterface
 
@@ -24,10 +22,8 @@ INTERFACE_FINGERPRINT = "808e0c72c497d5e9"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = MultiMethodInterface
 
-# A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. Registering compiles the remote functions
-# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them, their keyed twins when a module is filed for keyed Python calls.
+# A stale module (another generator version, a changed interface) warns here and is not
+# registered at the end: the runtime renders the templates in memory instead.
 _rm.check_fresh(
     __name__,
     GENERATOR_VERSION,
@@ -36,584 +32,13 @@ _rm.check_fresh(
 )
 
 
-@_rm.ignore
-def _rm_module_for_key(key: int) -> MultiMethodInterface:
-    module: MultiMethodInterface = _rm.keyed_module(key)
-    return module
-
-
-def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
-    return value.to(device)
-
-
-def _rm_cast_8ccc264ac3(
-    value: Tensor,
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> Tensor:
-    if value.is_floating_point():
-        sent.append(torch.empty(0, dtype=value.dtype))
-        return value.to(dtype)
-    return value
-
-
-def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
-    if value.is_floating_point():
-        return value.to(sent.pop(0).dtype)
-    return value
-
-
-def _remote_forward(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    scale: float,
-    label: str,
-) -> Tensor:
-    _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.forward(x, scale, label)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(x, scale, label)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.forward(x, scale, label)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
-
-
-def _remote_forward_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    scale: float,
-    label: str,
-) -> Tensor:
-    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.forward(x, scale, label)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(x, scale, label)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.forward(x, scale, label)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
-
-
-def _remote_forward_wire(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_carried: list[Tensor],
-    x: Tensor,
-    scale: float,
-    label: str,
-) -> tuple[Tensor, list[Tensor]]:
-    x = _rm_restore_8ccc264ac3(x, _rm_carried)
-    _rm_result = _remote_forward(
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        scale,
-        label,
-    )
-    _rm_back: list[Tensor] = []
-    return (_rm_cast_8ccc264ac3(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
-
-
-def _rm_forward_wire_reply(reply: tuple[Tensor, list[Tensor]]) -> Tensor:
-    return _rm_restore_8ccc264ac3(reply[0], reply[1])
-
-
-def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tensor:
-    return _rm_forward_wire_reply(future.wait())
-
-
-_rm_forward_hints = (("x", Tensor), ("scale", float, 1.0), ("label", str, "w"))
-
-
-def _rm_forward_async_script(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    scale: float,
-    label: str,
-) -> Future[Tensor]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, scale, label)
-    return _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-
-
-def _rm_forward_async_script_wire(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    scale: float,
-    label: str,
-) -> Future[Tensor]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        scale,
-        label,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_forward_wire_result, _rm_future)
-
-
-def _rm_forward_async_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    scale: float,
-    label: str,
-) -> Future[Tensor]:
-    _rm_args = (x, scale, label)
-    return _rm.call_async(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
-
-
-def forward_async(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    scale: float = 1.0,
-    label: str = "w",
-) -> Future[Tensor]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                scale,
-                label,
-            )
-        return _rm_forward_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            scale,
-            label,
-        )
-    return _rm_forward_async_python(self, x, scale, label)
-
-
-def _rm_forward_script(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    scale: float,
-    label: str,
-) -> Tensor:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, scale, label)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_future.wait()
-
-
-def _rm_forward_script_wire(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    scale: float,
-    label: str,
-) -> Tensor:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        scale,
-        label,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_forward_wire_result(_rm_future)
-
-
-def _rm_forward_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    scale: float,
-    label: str,
-) -> Tensor:
-    _rm_args = (x, scale, label)
-    return _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
-
-
-def forward(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    scale: float = 1.0,
-    label: str = "w",
-) -> Tensor:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                scale,
-                label,
-            )
-        return _rm_forward_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            scale,
-            label,
-        )
-    return _rm_forward_python(self, x, scale, label)
-
-
-def _remote_step_count(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-) -> int:
-    _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
-    return _rm_module.step_count()
-
-
-def _remote_step_count_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-) -> int:
-    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
-    return _rm_module.step_count()
-
-
-_rm_step_count_hints = ()
-
-
-def _rm_step_count_async_script(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-) -> Future[int]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
-    return _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_step_count,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-
-
-def _rm_step_count_async_python(self: _rm.RemoteModule) -> Future[int]:
-    _rm_args = ()
-    return _rm.call_async(
-        self,
-        "step_count",
-        _remote_step_count,
-        _rm_args,
-        _rm_step_count_hints,
-    )
-
-
-def step_count_async(self: _rm.RemoteModule) -> Future[int]:
-    if _rm.is_scripting():
-        return _rm_step_count_async_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-        )
-    return _rm_step_count_async_python(self)
-
-
-def _rm_step_count_script(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-) -> int:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_step_count,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_future.wait()
-
-
-def _rm_step_count_python(self: _rm.RemoteModule) -> int:
-    _rm_args = ()
-    return _rm.call(
-        self,
-        "step_count",
-        _remote_step_count,
-        _rm_args,
-        _rm_step_count_hints,
-    )
-
-
-def step_count(self: _rm.RemoteModule) -> int:
-    if _rm.is_scripting():
-        return _rm_step_count_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-        )
-    return _rm_step_count_python(self)
-
-
-def _remote_describe(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    prefix: str,
-    times: int,
-    flags: tuple[bool, int],
-) -> str:
-    _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
-    return _rm_module.describe(prefix, times, flags)
-
-
-def _remote_describe_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    prefix: str,
-    times: int,
-    flags: tuple[bool, int],
-) -> str:
-    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
-    return _rm_module.describe(prefix, times, flags)
-
-
-_rm_describe_hints = (
-    ("prefix", str, 'say "hi"\n'),
-    ("times", int, -2),
-    ("flags", tuple[bool, int], (True, 0)),
-)
-
-
-def _rm_describe_async_script(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    prefix: str,
-    times: int,
-    flags: tuple[bool, int],
-) -> Future[str]:
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        prefix,
-        times,
-        flags,
-    )
-    return _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_describe,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-
-
-def _rm_describe_async_python(
-    self: _rm.RemoteModule,
-    prefix: str,
-    times: int,
-    flags: tuple[bool, int],
-) -> Future[str]:
-    _rm_args = (prefix, times, flags)
-    return _rm.call_async(
-        self,
-        "describe",
-        _remote_describe,
-        _rm_args,
-        _rm_describe_hints,
-    )
-
-
-def describe_async(
-    self: _rm.RemoteModule,
-    prefix: str = 'say "hi"\n',
-    times: int = -2,
-    flags: tuple[bool, int] = (True, 0),
-) -> Future[str]:
-    if _rm.is_scripting():
-        return _rm_describe_async_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-            prefix,
-            times,
-            flags,
-        )
-    return _rm_describe_async_python(self, prefix, times, flags)
-
-
-def _rm_describe_script(
-    _rm_module_rref: RRef[MultiMethodInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    prefix: str,
-    times: int,
-    flags: tuple[bool, int],
-) -> str:
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        prefix,
-        times,
-        flags,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_describe,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_future.wait()
-
-
-def _rm_describe_python(
-    self: _rm.RemoteModule,
-    prefix: str,
-    times: int,
-    flags: tuple[bool, int],
-) -> str:
-    _rm_args = (prefix, times, flags)
-    return _rm.call(self, "describe", _remote_describe, _rm_args, _rm_describe_hints)
-
-
-def describe(
-    self: _rm.RemoteModule,
-    prefix: str = 'say "hi"\n',
-    times: int = -2,
-    flags: tuple[bool, int] = (True, 0),
-) -> str:
-    if _rm.is_scripting():
-        return _rm_describe_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-            prefix,
-            times,
-            flags,
-        )
-    return _rm_describe_python(self, prefix, times, flags)
-
-
-_generated_methods = [
-    forward_async,
-    forward,
-    step_count_async,
-    step_count,
-    describe_async,
-    describe,
-]
-_remote_functions = [
-    _remote_forward,
-    _remote_step_count,
-    _remote_describe,
-]
-_wire_functions = [
-    _remote_forward_wire,
-]
-_keyed_functions = [  # in the order of _remote_functions: the keyed twin of each
-    _remote_forward_keyed,
-    _remote_step_count_keyed,
-    _remote_describe_keyed,
-]
-
-
-class RemoteMultiMethodInterface(_rm.RemoteModule):
-    """A ``RemoteModule`` bound to ``MultiMethodInterface``, with its methods typed.
-
-    ``RemoteMultiMethodInterface(remote_device, module_cls, args, kwargs, timeout=...)``
-    is ``RemoteModule(..., module_interface_cls=MultiMethodInterface)``.
-    """
+class RemoteMultiMethodInterface(_rm.TypedRemoteModule):
+    """``RemoteModule(..., module_interface_cls=MultiMethodInterface)`` with its methods typed:
+    ``RemoteMultiMethodInterface(remote_device, module_cls, args, kwargs, timeout=...)``."""
 
     _rm_bound_interface = MultiMethodInterface
 
     if TYPE_CHECKING:
-        # No attribute beyond those declared here: a misspelt method is an error.
-        __getattr__: None  # type: ignore[assignment, misc]
-
-        def __init__(
-            self,
-            remote_device: str,
-            module_cls: Callable[..., Module],
-            args: tuple[Any, ...] | None = None,
-            kwargs: dict[str, Any] | None = None,
-            *,
-            timeout: float | None = None,
-            wire_dtype: torch.dtype | None = None,
-        ) -> None: ...
 
         def forward(
             self,
@@ -654,5 +79,267 @@ class RemoteMultiMethodInterface(_rm.RemoteModule):
             flags: tuple[bool, int] = (True, 0),
         ) -> Future[str]: ...
 
+
+def forward_async(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    scale: float = 1.0,
+    label: str = "w",
+) -> Future[Tensor]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                x,
+                scale,
+                label,
+            )
+            return _rm.rpc_async(_rm_owner, _remote_forward, _rm_sent, {}, self.timeout)
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm.cast_tensor(x, self.wire_dtype, _rm_carried),
+            scale,
+            label,
+        )
+        return _rm.fork(
+            _rm_forward_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_forward_wire, _rm_wired, {}, self.timeout),
+        )
+    return _rm.call_async(
+        self,
+        "forward",
+        _remote_forward,
+        (x, scale, label),
+        _rm_forward_hints,
+    )
+
+
+def forward(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    scale: float = 1.0,
+    label: str = "w",
+) -> Tensor:
+    if _rm.is_scripting():
+        _rm_future: Future[Tensor] = self.forward_async(x, scale, label)
+        return _rm_future.wait()
+    return _rm.call(
+        self,
+        "forward",
+        _remote_forward,
+        (x, scale, label),
+        _rm_forward_hints,
+    )
+
+
+def step_count_async(self: _rm.RemoteModule) -> Future[int]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
+        return _rm.rpc_async(_rm_owner, _remote_step_count, _rm_sent, {}, self.timeout)
+    return _rm.call_async(
+        self,
+        "step_count",
+        _remote_step_count,
+        (),
+        _rm_step_count_hints,
+    )
+
+
+def step_count(self: _rm.RemoteModule) -> int:
+    if _rm.is_scripting():
+        _rm_future: Future[int] = self.step_count_async()
+        return _rm_future.wait()
+    return _rm.call(self, "step_count", _remote_step_count, (), _rm_step_count_hints)
+
+
+def describe_async(
+    self: _rm.RemoteModule,
+    prefix: str = 'say "hi"\n',
+    times: int = -2,
+    flags: tuple[bool, int] = (True, 0),
+) -> Future[str]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        _rm_sent = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            prefix,
+            times,
+            flags,
+        )
+        return _rm.rpc_async(_rm_owner, _remote_describe, _rm_sent, {}, self.timeout)
+    return _rm.call_async(
+        self,
+        "describe",
+        _remote_describe,
+        (prefix, times, flags),
+        _rm_describe_hints,
+    )
+
+
+def describe(
+    self: _rm.RemoteModule,
+    prefix: str = 'say "hi"\n',
+    times: int = -2,
+    flags: tuple[bool, int] = (True, 0),
+) -> str:
+    if _rm.is_scripting():
+        _rm_future: Future[str] = self.describe_async(prefix, times, flags)
+        return _rm_future.wait()
+    return _rm.call(
+        self,
+        "describe",
+        _remote_describe,
+        (prefix, times, flags),
+        _rm_describe_hints,
+    )
+
+
+_rm_forward_hints = (("x", Tensor), ("scale", float, 1.0), ("label", str, "w"))
+_rm_step_count_hints = ()
+_rm_describe_hints = (
+    ("prefix", str, 'say "hi"\n'),
+    ("times", int, -2),
+    ("flags", tuple[bool, int], (True, 0)),
+)
+
+
+def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tensor:
+    reply = future.wait()
+    return _rm.restore_tensor(reply[0], reply[1])
+
+
+def _remote_forward(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> Tensor:
+    _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(x, scale, label)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale, label)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm.move_tensor(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> Tensor:
+    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(x, scale, label)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale, label)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm.move_tensor(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_wire(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> tuple[Tensor, list[Tensor]]:
+    x = _rm.restore_tensor(x, _rm_carried)
+    _rm_result = _remote_forward(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+        label,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm.cast_tensor(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _remote_step_count(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> int:
+    _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
+    return _rm_module.step_count()
+
+
+def _remote_step_count_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> int:
+    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_module.step_count()
+
+
+def _remote_describe(
+    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    prefix: str,
+    times: int,
+    flags: tuple[bool, int],
+) -> str:
+    _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
+    return _rm_module.describe(prefix, times, flags)
+
+
+def _remote_describe_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    prefix: str,
+    times: int,
+    flags: tuple[bool, int],
+) -> str:
+    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_module.describe(prefix, times, flags)
+
+
+@_rm.ignore
+def _rm_module_for_key(key: int) -> MultiMethodInterface:
+    module: MultiMethodInterface = _rm.keyed_module(key)
+    return module
+
+
+_generated_methods = [
+    forward_async,
+    forward,
+    step_count_async,
+    step_count,
+    describe_async,
+    describe,
+]
+_remote_functions = [_remote_forward, _remote_step_count, _remote_describe]
+_wire_functions = [_remote_forward_wire]
+_keyed_functions = [
+    _remote_forward_keyed,
+    _remote_step_count_keyed,
+    _remote_describe_keyed,
+]
 
 _rm.register(__name__)

@@ -2,14 +2,7 @@
 """Generated remote-module code; importing this package registers every module with the
 runtime, and exports the typed RemoteModule class of every interface."""
 
-from . import (
-    embedding_bag_interface,
-    non_scriptable,
-)
+from . import embedding_bag_interface
 from .embedding_bag_interface import RemoteEmbeddingBagInterface
 
-__all__ = [
-    "RemoteEmbeddingBagInterface",
-    "embedding_bag_interface",
-    "non_scriptable",
-]
+__all__ = ["RemoteEmbeddingBagInterface", "embedding_bag_interface"]

@@ -6,15 +6,13 @@
 ``remote_module.examples.embedding.EmbeddingBagInterface``.
 """
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from remote_module.runtime import contract as _rm
 from torch import Tensor
 from torch.distributed.rpc import RRef
 from torch.futures import Future
-from torch.nn import Module
 
 from remote_module.examples.embedding import EmbeddingBagInterface
 
@@ -24,10 +22,8 @@ INTERFACE_FINGERPRINT = "e63104ceca620f76"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = EmbeddingBagInterface
 
-# A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. Registering compiles the remote functions
-# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them, their keyed twins when a module is filed for keyed Python calls.
+# A stale module (another generator version, a changed interface) warns here and is not
+# registered at the end: the runtime renders the templates in memory instead.
 _rm.check_fresh(
     __name__,
     GENERATOR_VERSION,
@@ -36,31 +32,105 @@ _rm.check_fresh(
 )
 
 
-@_rm.ignore
-def _rm_module_for_key(key: int) -> EmbeddingBagInterface:
-    module: EmbeddingBagInterface = _rm.keyed_module(key)
-    return module
+class RemoteEmbeddingBagInterface(_rm.TypedRemoteModule):
+    """``RemoteModule(..., module_interface_cls=EmbeddingBagInterface)`` with its methods typed:
+    ``RemoteEmbeddingBagInterface(remote_device, module_cls, args, kwargs, timeout=...)``."""
+
+    _rm_bound_interface = EmbeddingBagInterface
+
+    if TYPE_CHECKING:
+
+        def forward(self, indices: Tensor, offsets: Tensor) -> Tensor: ...
+
+        def forward_async(self, indices: Tensor, offsets: Tensor) -> Future[Tensor]: ...
+
+        def __call__(self, indices: Tensor, offsets: Tensor) -> Tensor: ...
+
+        def weight_norm(self) -> float: ...
+
+        def weight_norm_async(self) -> Future[float]: ...
 
 
-def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
-    return value.to(device)
+def forward_async(
+    self: _rm.RemoteModule,
+    indices: Tensor,
+    offsets: Tensor,
+) -> Future[Tensor]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                indices,
+                offsets,
+            )
+            return _rm.rpc_async(_rm_owner, _remote_forward, _rm_sent, {}, self.timeout)
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm.cast_tensor(indices, self.wire_dtype, _rm_carried),
+            _rm.cast_tensor(offsets, self.wire_dtype, _rm_carried),
+        )
+        return _rm.fork(
+            _rm_forward_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_forward_wire, _rm_wired, {}, self.timeout),
+        )
+    return _rm.call_async(
+        self,
+        "forward",
+        _remote_forward,
+        (indices, offsets),
+        _rm_forward_hints,
+    )
 
 
-def _rm_cast_8ccc264ac3(
-    value: Tensor,
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> Tensor:
-    if value.is_floating_point():
-        sent.append(torch.empty(0, dtype=value.dtype))
-        return value.to(dtype)
-    return value
+def forward(self: _rm.RemoteModule, indices: Tensor, offsets: Tensor) -> Tensor:
+    if _rm.is_scripting():
+        _rm_future: Future[Tensor] = self.forward_async(indices, offsets)
+        return _rm_future.wait()
+    return _rm.call(
+        self,
+        "forward",
+        _remote_forward,
+        (indices, offsets),
+        _rm_forward_hints,
+    )
 
 
-def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
-    if value.is_floating_point():
-        return value.to(sent.pop(0).dtype)
-    return value
+def weight_norm_async(self: _rm.RemoteModule) -> Future[float]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
+        return _rm.rpc_async(_rm_owner, _remote_weight_norm, _rm_sent, {}, self.timeout)
+    return _rm.call_async(
+        self,
+        "weight_norm",
+        _remote_weight_norm,
+        (),
+        _rm_weight_norm_hints,
+    )
+
+
+def weight_norm(self: _rm.RemoteModule) -> float:
+    if _rm.is_scripting():
+        _rm_future: Future[float] = self.weight_norm_async()
+        return _rm_future.wait()
+    return _rm.call(self, "weight_norm", _remote_weight_norm, (), _rm_weight_norm_hints)
+
+
+_rm_forward_hints = (("indices", Tensor), ("offsets", Tensor))
+_rm_weight_norm_hints = ()
+
+
+def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tensor:
+    reply = future.wait()
+    return _rm.restore_tensor(reply[0], reply[1])
 
 
 def _remote_forward(
@@ -71,17 +141,16 @@ def _remote_forward(
     offsets: Tensor,
 ) -> Tensor:
     _rm_module: EmbeddingBagInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(indices, offsets)
     _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(indices, offsets)
-    indices = _rm_move_8ccc264ac3(indices, _rm_target)
-    offsets = _rm_move_8ccc264ac3(offsets, _rm_target)
-    _rm_result = _rm_module.forward(indices, offsets)
+    _rm_result = _rm_module.forward(
+        _rm.move_tensor(indices, _rm_target),
+        _rm.move_tensor(offsets, _rm_target),
+    )
     if _rm_is_device_map_set:
         return _rm_result
-    return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
+    return _rm.move_tensor(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_keyed(
@@ -92,17 +161,16 @@ def _remote_forward_keyed(
     offsets: Tensor,
 ) -> Tensor:
     _rm_module: EmbeddingBagInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(indices, offsets)
     _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(indices, offsets)
-    indices = _rm_move_8ccc264ac3(indices, _rm_target)
-    offsets = _rm_move_8ccc264ac3(offsets, _rm_target)
-    _rm_result = _rm_module.forward(indices, offsets)
+    _rm_result = _rm_module.forward(
+        _rm.move_tensor(indices, _rm_target),
+        _rm.move_tensor(offsets, _rm_target),
+    )
     if _rm_is_device_map_set:
         return _rm_result
-    return _rm_move_8ccc264ac3(_rm_result, torch.device("cpu"))
+    return _rm.move_tensor(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_wire(
@@ -114,8 +182,8 @@ def _remote_forward_wire(
     indices: Tensor,
     offsets: Tensor,
 ) -> tuple[Tensor, list[Tensor]]:
-    indices = _rm_restore_8ccc264ac3(indices, _rm_carried)
-    offsets = _rm_restore_8ccc264ac3(offsets, _rm_carried)
+    indices = _rm.restore_tensor(indices, _rm_carried)
+    offsets = _rm.restore_tensor(offsets, _rm_carried)
     _rm_result = _remote_forward(
         _rm_module_rref,
         _rm_device,
@@ -124,185 +192,7 @@ def _remote_forward_wire(
         offsets,
     )
     _rm_back: list[Tensor] = []
-    return (_rm_cast_8ccc264ac3(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
-
-
-def _rm_forward_wire_reply(reply: tuple[Tensor, list[Tensor]]) -> Tensor:
-    return _rm_restore_8ccc264ac3(reply[0], reply[1])
-
-
-def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tensor:
-    return _rm_forward_wire_reply(future.wait())
-
-
-_rm_forward_hints = (("indices", Tensor), ("offsets", Tensor))
-
-
-def _rm_forward_async_script(
-    _rm_module_rref: RRef[EmbeddingBagInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    indices: Tensor,
-    offsets: Tensor,
-) -> Future[Tensor]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, indices, offsets)
-    return _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-
-
-def _rm_forward_async_script_wire(
-    _rm_module_rref: RRef[EmbeddingBagInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    indices: Tensor,
-    offsets: Tensor,
-) -> Future[Tensor]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_indices = _rm_cast_8ccc264ac3(indices, _rm_wire_dtype, _rm_carried)
-    _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_indices,
-        _rm_arg_offsets,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_forward_wire_result, _rm_future)
-
-
-def _rm_forward_async_python(
-    self: _rm.RemoteModule,
-    indices: Tensor,
-    offsets: Tensor,
-) -> Future[Tensor]:
-    _rm_args = (indices, offsets)
-    return _rm.call_async(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
-
-
-def forward_async(
-    self: _rm.RemoteModule,
-    indices: Tensor,
-    offsets: Tensor,
-) -> Future[Tensor]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                indices,
-                offsets,
-            )
-        return _rm_forward_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            indices,
-            offsets,
-        )
-    return _rm_forward_async_python(self, indices, offsets)
-
-
-def _rm_forward_script(
-    _rm_module_rref: RRef[EmbeddingBagInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    indices: Tensor,
-    offsets: Tensor,
-) -> Tensor:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, indices, offsets)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_future.wait()
-
-
-def _rm_forward_script_wire(
-    _rm_module_rref: RRef[EmbeddingBagInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    indices: Tensor,
-    offsets: Tensor,
-) -> Tensor:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_indices = _rm_cast_8ccc264ac3(indices, _rm_wire_dtype, _rm_carried)
-    _rm_arg_offsets = _rm_cast_8ccc264ac3(offsets, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_indices,
-        _rm_arg_offsets,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_forward_wire_result(_rm_future)
-
-
-def _rm_forward_python(
-    self: _rm.RemoteModule,
-    indices: Tensor,
-    offsets: Tensor,
-) -> Tensor:
-    _rm_args = (indices, offsets)
-    return _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
-
-
-def forward(self: _rm.RemoteModule, indices: Tensor, offsets: Tensor) -> Tensor:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                indices,
-                offsets,
-            )
-        return _rm_forward_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            indices,
-            offsets,
-        )
-    return _rm_forward_python(self, indices, offsets)
+    return (_rm.cast_tensor(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
 def _remote_weight_norm(
@@ -323,138 +213,15 @@ def _remote_weight_norm_keyed(
     return _rm_module.weight_norm()
 
 
-_rm_weight_norm_hints = ()
+@_rm.ignore
+def _rm_module_for_key(key: int) -> EmbeddingBagInterface:
+    module: EmbeddingBagInterface = _rm.keyed_module(key)
+    return module
 
 
-def _rm_weight_norm_async_script(
-    _rm_module_rref: RRef[EmbeddingBagInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-) -> Future[float]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
-    return _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_weight_norm,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-
-
-def _rm_weight_norm_async_python(self: _rm.RemoteModule) -> Future[float]:
-    _rm_args = ()
-    return _rm.call_async(
-        self,
-        "weight_norm",
-        _remote_weight_norm,
-        _rm_args,
-        _rm_weight_norm_hints,
-    )
-
-
-def weight_norm_async(self: _rm.RemoteModule) -> Future[float]:
-    if _rm.is_scripting():
-        return _rm_weight_norm_async_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-        )
-    return _rm_weight_norm_async_python(self)
-
-
-def _rm_weight_norm_script(
-    _rm_module_rref: RRef[EmbeddingBagInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-) -> float:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_weight_norm,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_future.wait()
-
-
-def _rm_weight_norm_python(self: _rm.RemoteModule) -> float:
-    _rm_args = ()
-    return _rm.call(
-        self,
-        "weight_norm",
-        _remote_weight_norm,
-        _rm_args,
-        _rm_weight_norm_hints,
-    )
-
-
-def weight_norm(self: _rm.RemoteModule) -> float:
-    if _rm.is_scripting():
-        return _rm_weight_norm_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-        )
-    return _rm_weight_norm_python(self)
-
-
-_generated_methods = [
-    forward_async,
-    forward,
-    weight_norm_async,
-    weight_norm,
-]
-_remote_functions = [
-    _remote_forward,
-    _remote_weight_norm,
-]
-_wire_functions = [
-    _remote_forward_wire,
-]
-_keyed_functions = [  # in the order of _remote_functions: the keyed twin of each
-    _remote_forward_keyed,
-    _remote_weight_norm_keyed,
-]
-
-
-class RemoteEmbeddingBagInterface(_rm.RemoteModule):
-    """A ``RemoteModule`` bound to ``EmbeddingBagInterface``, with its methods typed.
-
-    ``RemoteEmbeddingBagInterface(remote_device, module_cls, args, kwargs, timeout=...)``
-    is ``RemoteModule(..., module_interface_cls=EmbeddingBagInterface)``.
-    """
-
-    _rm_bound_interface = EmbeddingBagInterface
-
-    if TYPE_CHECKING:
-        # No attribute beyond those declared here: a misspelt method is an error.
-        __getattr__: None  # type: ignore[assignment, misc]
-
-        def __init__(
-            self,
-            remote_device: str,
-            module_cls: Callable[..., Module],
-            args: tuple[Any, ...] | None = None,
-            kwargs: dict[str, Any] | None = None,
-            *,
-            timeout: float | None = None,
-            wire_dtype: torch.dtype | None = None,
-        ) -> None: ...
-
-        def forward(self, indices: Tensor, offsets: Tensor) -> Tensor: ...
-
-        def forward_async(self, indices: Tensor, offsets: Tensor) -> Future[Tensor]: ...
-
-        def __call__(self, indices: Tensor, offsets: Tensor) -> Tensor: ...
-
-        def weight_norm(self) -> float: ...
-
-        def weight_norm_async(self) -> Future[float]: ...
-
+_generated_methods = [forward_async, forward, weight_norm_async, weight_norm]
+_remote_functions = [_remote_forward, _remote_weight_norm]
+_wire_functions = [_remote_forward_wire]
+_keyed_functions = [_remote_forward_keyed, _remote_weight_norm_keyed]
 
 _rm.register(__name__)

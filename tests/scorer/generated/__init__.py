@@ -2,18 +2,13 @@
 """Generated remote-module code; importing this package registers every module with the
 runtime, and exports the typed RemoteModule class of every interface."""
 
-from . import (
-    non_scriptable,
-    scorer_interface,
-    scorer_protocol,
-)
+from . import scorer_interface, scorer_protocol
 from .scorer_interface import RemoteScorerInterface
 from .scorer_protocol import RemoteScorerProtocol
 
 __all__ = [
     "RemoteScorerInterface",
     "RemoteScorerProtocol",
-    "non_scriptable",
     "scorer_interface",
     "scorer_protocol",
 ]

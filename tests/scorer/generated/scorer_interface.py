@@ -6,15 +6,13 @@
 ``tests.scorer.interfaces.ScorerInterface``.
 """
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from remote_module.runtime import contract as _rm
 from torch import Tensor
 from torch.distributed.rpc import RRef
 from torch.futures import Future
-from torch.nn import Module
 
 from tests.scorer.interfaces import ScorerInterface
 from tests.scorer.model import Scored
@@ -25,1489 +23,18 @@ INTERFACE_FINGERPRINT = "5bc870b376a52b70"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = ScorerInterface
 
-# A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead. Registering compiles the remote functions
-# (_remote_functions); their wire twins compile when a RemoteModule with a wire_dtype needs
-# them, their keyed twins when a module is filed for keyed Python calls.
+# A stale module (another generator version, a changed interface) warns here and is not
+# registered at the end: the runtime renders the templates in memory instead.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, ScorerInterface)
 
 
-@_rm.ignore
-def _rm_module_for_key(key: int) -> ScorerInterface:
-    module: ScorerInterface = _rm.keyed_module(key)
-    return module
-
-
-def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
-    return value.to(device)
-
-
-def _rm_move_079794b43e(value: Scored, device: torch.device) -> Scored:
-    return Scored(_rm_move_8ccc264ac3(value.score, device), value.label)
-
-
-def _rm_move_199862e712(value: list[Scored], device: torch.device) -> list[Scored]:
-    return [_rm_move_079794b43e(item, device) for item in value]
-
-
-def _rm_move_cb342eb8ed(value: Scored | None, device: torch.device) -> Scored | None:
-    if value is None:
-        return None
-    return _rm_move_079794b43e(value, device)
-
-
-def _rm_move_c0c56958f6(
-    value: dict[str, Scored],
-    device: torch.device,
-) -> dict[str, Scored]:
-    return {key: _rm_move_079794b43e(item, device) for key, item in value.items()}
-
-
-def _rm_move_35a65980ae(
-    value: tuple[Scored, Tensor],
-    device: torch.device,
-) -> tuple[Scored, Tensor]:
-    return (
-        _rm_move_079794b43e(value[0], device),
-        _rm_move_8ccc264ac3(value[1], device),
-    )
-
-
-def _rm_decode_079794b43e(value: Scored) -> Scored:
-    return Scored(value[0], value[1])
-
-
-def _rm_decode_199862e712(value: list[Scored]) -> list[Scored]:
-    return [_rm_decode_079794b43e(item) for item in value]
-
-
-def _rm_decode_cb342eb8ed(value: Scored | None) -> Scored | None:
-    if value is None:
-        return None
-    return _rm_decode_079794b43e(value)
-
-
-def _rm_decode_c0c56958f6(value: dict[str, Scored]) -> dict[str, Scored]:
-    return {key: _rm_decode_079794b43e(item) for key, item in value.items()}
-
-
-def _rm_decode_35a65980ae(value: tuple[Scored, Tensor]) -> tuple[Scored, Tensor]:
-    return (_rm_decode_079794b43e(value[0]), value[1])
-
-
-def _rm_decode_079794b43e_waited(future: Future[Scored]) -> Scored:
-    return _rm_decode_079794b43e(future.wait())
-
-
-def _rm_decode_199862e712_waited(future: Future[list[Scored]]) -> list[Scored]:
-    return _rm_decode_199862e712(future.wait())
-
-
-def _rm_decode_cb342eb8ed_waited(future: Future[Scored | None]) -> Scored | None:
-    return _rm_decode_cb342eb8ed(future.wait())
-
-
-def _rm_decode_c0c56958f6_waited(
-    future: Future[dict[str, Scored]],
-) -> dict[str, Scored]:
-    return _rm_decode_c0c56958f6(future.wait())
-
-
-def _rm_decode_35a65980ae_waited(
-    future: Future[tuple[Scored, Tensor]],
-) -> tuple[Scored, Tensor]:
-    return _rm_decode_35a65980ae(future.wait())
-
-
-def _rm_cast_8ccc264ac3(
-    value: Tensor,
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> Tensor:
-    if value.is_floating_point():
-        sent.append(torch.empty(0, dtype=value.dtype))
-        return value.to(dtype)
-    return value
-
-
-def _rm_restore_8ccc264ac3(value: Tensor, sent: list[Tensor]) -> Tensor:
-    if value.is_floating_point():
-        return value.to(sent.pop(0).dtype)
-    return value
-
-
-def _rm_cast_079794b43e(
-    value: Scored,
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> Scored:
-    return Scored(_rm_cast_8ccc264ac3(value[0], dtype, sent), value[1])
-
-
-def _rm_restore_079794b43e(value: Scored, sent: list[Tensor]) -> Scored:
-    return Scored(_rm_restore_8ccc264ac3(value[0], sent), value[1])
-
-
-def _rm_cast_199862e712(
-    value: list[Scored],
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> list[Scored]:
-    return [_rm_cast_079794b43e(item, dtype, sent) for item in value]
-
-
-def _rm_restore_199862e712(value: list[Scored], sent: list[Tensor]) -> list[Scored]:
-    return [_rm_restore_079794b43e(item, sent) for item in value]
-
-
-def _rm_cast_cb342eb8ed(
-    value: Scored | None,
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> Scored | None:
-    if value is None:
-        return None
-    return _rm_cast_079794b43e(value, dtype, sent)
-
-
-def _rm_restore_cb342eb8ed(value: Scored | None, sent: list[Tensor]) -> Scored | None:
-    if value is None:
-        return None
-    return _rm_restore_079794b43e(value, sent)
-
-
-def _rm_cast_c0c56958f6(
-    value: dict[str, Scored],
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> dict[str, Scored]:
-    return {key: _rm_cast_079794b43e(item, dtype, sent) for key, item in value.items()}
-
-
-def _rm_restore_c0c56958f6(
-    value: dict[str, Scored],
-    sent: list[Tensor],
-) -> dict[str, Scored]:
-    return {key: _rm_restore_079794b43e(item, sent) for key, item in value.items()}
-
-
-def _rm_cast_35a65980ae(
-    value: tuple[Scored, Tensor],
-    dtype: torch.dtype,
-    sent: list[Tensor],
-) -> tuple[Scored, Tensor]:
-    return (
-        _rm_cast_079794b43e(value[0], dtype, sent),
-        _rm_cast_8ccc264ac3(value[1], dtype, sent),
-    )
-
-
-def _rm_restore_35a65980ae(
-    value: tuple[Scored, Tensor],
-    sent: list[Tensor],
-) -> tuple[Scored, Tensor]:
-    return (
-        _rm_restore_079794b43e(value[0], sent),
-        _rm_restore_8ccc264ac3(value[1], sent),
-    )
-
-
-def _remote_forward(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    scale: float,
-) -> Scored:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.forward(x, scale)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(x, scale)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.forward(x, scale)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_079794b43e(_rm_result, torch.device("cpu"))
-
-
-def _remote_forward_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    scale: float,
-) -> Scored:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.forward(x, scale)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(x, scale)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.forward(x, scale)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_079794b43e(_rm_result, torch.device("cpu"))
-
-
-def _remote_forward_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_carried: list[Tensor],
-    x: Tensor,
-    scale: float,
-) -> tuple[Scored, list[Tensor]]:
-    x = _rm_restore_8ccc264ac3(x, _rm_carried)
-    _rm_result = _remote_forward(
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        scale,
-    )
-    _rm_back: list[Tensor] = []
-    return (_rm_cast_079794b43e(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
-
-
-def _rm_forward_wire_reply(reply: tuple[Scored, list[Tensor]]) -> Scored:
-    return _rm_decode_079794b43e(_rm_restore_079794b43e(reply[0], reply[1]))
-
-
-def _rm_forward_wire_result(future: Future[tuple[Scored, list[Tensor]]]) -> Scored:
-    return _rm_forward_wire_reply(future.wait())
-
-
-_rm_forward_hints = (("x", Tensor), ("scale", float, 1.0))
-
-
-def _rm_forward_async_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    scale: float,
-) -> Future[Scored]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, scale)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_decode_079794b43e_waited, _rm_future)
-
-
-def _rm_forward_async_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    scale: float,
-) -> Future[Scored]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        scale,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_forward_wire_result, _rm_future)
-
-
-def _rm_forward_async_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    scale: float,
-) -> Future[Scored]:
-    _rm_args = (x, scale)
-    _rm_future = _rm.call_async(
-        self,
-        "forward",
-        _remote_forward,
-        _rm_args,
-        _rm_forward_hints,
-    )
-    return _rm_future.then(_rm_decode_079794b43e_waited)
-
-
-def forward_async(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    scale: float = 1.0,
-) -> Future[Scored]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                scale,
-            )
-        return _rm_forward_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            scale,
-        )
-    return _rm_forward_async_python(self, x, scale)
-
-
-def _rm_forward_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    scale: float,
-) -> Scored:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, scale)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_decode_079794b43e(_rm_future.wait())
-
-
-def _rm_forward_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    scale: float,
-) -> Scored:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        scale,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_forward_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_forward_wire_result(_rm_future)
-
-
-def _rm_forward_python(self: _rm.RemoteModule, x: Tensor, scale: float) -> Scored:
-    _rm_args = (x, scale)
-    _rm_result = _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
-    return _rm_decode_079794b43e(_rm_result)
-
-
-def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_forward_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                scale,
-            )
-        return _rm_forward_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            scale,
-        )
-    return _rm_forward_python(self, x, scale)
-
-
-def _remote_stats(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-) -> dict[str, float]:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
-    return _rm_module.stats()
-
-
-def _remote_stats_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-) -> dict[str, float]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    return _rm_module.stats()
-
-
-_rm_stats_hints = ()
-
-
-def _rm_stats_async_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-) -> Future[dict[str, float]]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
-    return _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_stats,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-
-
-def _rm_stats_async_python(self: _rm.RemoteModule) -> Future[dict[str, float]]:
-    _rm_args = ()
-    return _rm.call_async(self, "stats", _remote_stats, _rm_args, _rm_stats_hints)
-
-
-def stats_async(self: _rm.RemoteModule) -> Future[dict[str, float]]:
-    if _rm.is_scripting():
-        return _rm_stats_async_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-        )
-    return _rm_stats_async_python(self)
-
-
-def _rm_stats_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-) -> dict[str, float]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_stats,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_future.wait()
-
-
-def _rm_stats_python(self: _rm.RemoteModule) -> dict[str, float]:
-    _rm_args = ()
-    return _rm.call(self, "stats", _remote_stats, _rm_args, _rm_stats_hints)
-
-
-def stats(self: _rm.RemoteModule) -> dict[str, float]:
-    if _rm.is_scripting():
-        return _rm_stats_script(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.timeout,
-        )
-    return _rm_stats_python(self)
-
-
-def _remote_top(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    k: int,
-) -> list[Scored]:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.top(x, k)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.top(x, k)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.top(x, k)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_199862e712(_rm_result, torch.device("cpu"))
-
-
-def _remote_top_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    k: int,
-) -> list[Scored]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.top(x, k)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.top(x, k)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.top(x, k)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_199862e712(_rm_result, torch.device("cpu"))
-
-
-def _remote_top_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_carried: list[Tensor],
-    x: Tensor,
-    k: int,
-) -> tuple[list[Scored], list[Tensor]]:
-    x = _rm_restore_8ccc264ac3(x, _rm_carried)
-    _rm_result = _remote_top(_rm_module_rref, _rm_device, _rm_is_device_map_set, x, k)
-    _rm_back: list[Tensor] = []
-    return (_rm_cast_199862e712(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
-
-
-def _rm_top_wire_reply(reply: tuple[list[Scored], list[Tensor]]) -> list[Scored]:
-    return _rm_decode_199862e712(_rm_restore_199862e712(reply[0], reply[1]))
-
-
-def _rm_top_wire_result(
-    future: Future[tuple[list[Scored], list[Tensor]]],
-) -> list[Scored]:
-    return _rm_top_wire_reply(future.wait())
-
-
-_rm_top_hints = (("x", Tensor), ("k", int, 2))
-
-
-def _rm_top_async_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    k: int,
-) -> Future[list[Scored]]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, k)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_top,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_decode_199862e712_waited, _rm_future)
-
-
-def _rm_top_async_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    k: int,
-) -> Future[list[Scored]]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        k,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_top_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_top_wire_result, _rm_future)
-
-
-def _rm_top_async_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    k: int,
-) -> Future[list[Scored]]:
-    _rm_args = (x, k)
-    _rm_future = _rm.call_async(self, "top", _remote_top, _rm_args, _rm_top_hints)
-    return _rm_future.then(_rm_decode_199862e712_waited)
-
-
-def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_top_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                k,
-            )
-        return _rm_top_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            k,
-        )
-    return _rm_top_async_python(self, x, k)
-
-
-def _rm_top_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    k: int,
-) -> list[Scored]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, k)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_top,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_decode_199862e712(_rm_future.wait())
-
-
-def _rm_top_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    k: int,
-) -> list[Scored]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        k,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_top_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_top_wire_result(_rm_future)
-
-
-def _rm_top_python(self: _rm.RemoteModule, x: Tensor, k: int) -> list[Scored]:
-    _rm_args = (x, k)
-    _rm_result = _rm.call(self, "top", _remote_top, _rm_args, _rm_top_hints)
-    return _rm_decode_199862e712(_rm_result)
-
-
-def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_top_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                k,
-            )
-        return _rm_top_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            k,
-        )
-    return _rm_top_python(self, x, k)
-
-
-def _remote_best(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    threshold: float | None,
-) -> Scored | None:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.best(x, threshold)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.best(x, threshold)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.best(x, threshold)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_cb342eb8ed(_rm_result, torch.device("cpu"))
-
-
-def _remote_best_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    threshold: float | None,
-) -> Scored | None:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.best(x, threshold)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.best(x, threshold)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.best(x, threshold)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_cb342eb8ed(_rm_result, torch.device("cpu"))
-
-
-def _remote_best_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_carried: list[Tensor],
-    x: Tensor,
-    threshold: float | None,
-) -> tuple[Scored | None, list[Tensor]]:
-    x = _rm_restore_8ccc264ac3(x, _rm_carried)
-    _rm_result = _remote_best(
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        threshold,
-    )
-    _rm_back: list[Tensor] = []
-    return (_rm_cast_cb342eb8ed(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
-
-
-def _rm_best_wire_reply(reply: tuple[Scored | None, list[Tensor]]) -> Scored | None:
-    return _rm_decode_cb342eb8ed(_rm_restore_cb342eb8ed(reply[0], reply[1]))
-
-
-def _rm_best_wire_result(
-    future: Future[tuple[Scored | None, list[Tensor]]],
-) -> Scored | None:
-    return _rm_best_wire_reply(future.wait())
-
-
-_rm_best_hints = (("x", Tensor), ("threshold", float | None, None))
-
-
-def _rm_best_async_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    threshold: float | None,
-) -> Future[Scored | None]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, threshold)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_best,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_decode_cb342eb8ed_waited, _rm_future)
-
-
-def _rm_best_async_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    threshold: float | None,
-) -> Future[Scored | None]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        threshold,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_best_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_best_wire_result, _rm_future)
-
-
-def _rm_best_async_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    threshold: float | None,
-) -> Future[Scored | None]:
-    _rm_args = (x, threshold)
-    _rm_future = _rm.call_async(self, "best", _remote_best, _rm_args, _rm_best_hints)
-    return _rm_future.then(_rm_decode_cb342eb8ed_waited)
-
-
-def best_async(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    threshold: float | None = None,
-) -> Future[Scored | None]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_best_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                threshold,
-            )
-        return _rm_best_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            threshold,
-        )
-    return _rm_best_async_python(self, x, threshold)
-
-
-def _rm_best_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-    threshold: float | None,
-) -> Scored | None:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x, threshold)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_best,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_decode_cb342eb8ed(_rm_future.wait())
-
-
-def _rm_best_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-    threshold: float | None,
-) -> Scored | None:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-        threshold,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_best_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_best_wire_result(_rm_future)
-
-
-def _rm_best_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    threshold: float | None,
-) -> Scored | None:
-    _rm_args = (x, threshold)
-    _rm_result = _rm.call(self, "best", _remote_best, _rm_args, _rm_best_hints)
-    return _rm_decode_cb342eb8ed(_rm_result)
-
-
-def best(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    threshold: float | None = None,
-) -> Scored | None:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_best_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-                threshold,
-            )
-        return _rm_best_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-            threshold,
-        )
-    return _rm_best_python(self, x, threshold)
-
-
-def _remote_table(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-) -> dict[str, Scored]:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.table(x)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.table(x)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.table(x)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_c0c56958f6(_rm_result, torch.device("cpu"))
-
-
-def _remote_table_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-) -> dict[str, Scored]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.table(x)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.table(x)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.table(x)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_c0c56958f6(_rm_result, torch.device("cpu"))
-
-
-def _remote_table_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_carried: list[Tensor],
-    x: Tensor,
-) -> tuple[dict[str, Scored], list[Tensor]]:
-    x = _rm_restore_8ccc264ac3(x, _rm_carried)
-    _rm_result = _remote_table(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
-    _rm_back: list[Tensor] = []
-    return (_rm_cast_c0c56958f6(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
-
-
-def _rm_table_wire_reply(
-    reply: tuple[dict[str, Scored], list[Tensor]],
-) -> dict[str, Scored]:
-    return _rm_decode_c0c56958f6(_rm_restore_c0c56958f6(reply[0], reply[1]))
-
-
-def _rm_table_wire_result(
-    future: Future[tuple[dict[str, Scored], list[Tensor]]],
-) -> dict[str, Scored]:
-    return _rm_table_wire_reply(future.wait())
-
-
-_rm_table_hints = (("x", Tensor),)
-
-
-def _rm_table_async_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-) -> Future[dict[str, Scored]]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_table,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_decode_c0c56958f6_waited, _rm_future)
-
-
-def _rm_table_async_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-) -> Future[dict[str, Scored]]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_table_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_table_wire_result, _rm_future)
-
-
-def _rm_table_async_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-) -> Future[dict[str, Scored]]:
-    _rm_args = (x,)
-    _rm_future = _rm.call_async(self, "table", _remote_table, _rm_args, _rm_table_hints)
-    return _rm_future.then(_rm_decode_c0c56958f6_waited)
-
-
-def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_table_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-            )
-        return _rm_table_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-        )
-    return _rm_table_async_python(self, x)
-
-
-def _rm_table_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-) -> dict[str, Scored]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_table,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_decode_c0c56958f6(_rm_future.wait())
-
-
-def _rm_table_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-) -> dict[str, Scored]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_table_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_table_wire_result(_rm_future)
-
-
-def _rm_table_python(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
-    _rm_args = (x,)
-    _rm_result = _rm.call(self, "table", _remote_table, _rm_args, _rm_table_hints)
-    return _rm_decode_c0c56958f6(_rm_result)
-
-
-def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_table_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-            )
-        return _rm_table_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-        )
-    return _rm_table_python(self, x)
-
-
-def _remote_pair(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-) -> tuple[Scored, Tensor]:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.pair(x)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.pair(x)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.pair(x)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_35a65980ae(_rm_result, torch.device("cpu"))
-
-
-def _remote_pair_keyed(
-    _rm_module_key: int,
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-) -> tuple[Scored, Tensor]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.pair(x)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.pair(x)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.pair(x)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_35a65980ae(_rm_result, torch.device("cpu"))
-
-
-def _remote_pair_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_carried: list[Tensor],
-    x: Tensor,
-) -> tuple[tuple[Scored, Tensor], list[Tensor]]:
-    x = _rm_restore_8ccc264ac3(x, _rm_carried)
-    _rm_result = _remote_pair(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
-    _rm_back: list[Tensor] = []
-    return (_rm_cast_35a65980ae(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
-
-
-def _rm_pair_wire_reply(
-    reply: tuple[tuple[Scored, Tensor], list[Tensor]],
-) -> tuple[Scored, Tensor]:
-    return _rm_decode_35a65980ae(_rm_restore_35a65980ae(reply[0], reply[1]))
-
-
-def _rm_pair_wire_result(
-    future: Future[tuple[tuple[Scored, Tensor], list[Tensor]]],
-) -> tuple[Scored, Tensor]:
-    return _rm_pair_wire_reply(future.wait())
-
-
-_rm_pair_hints = (("x", Tensor),)
-
-
-def _rm_pair_async_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-) -> Future[tuple[Scored, Tensor]]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_pair,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_decode_35a65980ae_waited, _rm_future)
-
-
-def _rm_pair_async_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-) -> Future[tuple[Scored, Tensor]]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_pair_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm.fork(_rm_pair_wire_result, _rm_future)
-
-
-def _rm_pair_async_python(
-    self: _rm.RemoteModule,
-    x: Tensor,
-) -> Future[tuple[Scored, Tensor]]:
-    _rm_args = (x,)
-    _rm_future = _rm.call_async(self, "pair", _remote_pair, _rm_args, _rm_pair_hints)
-    return _rm_future.then(_rm_decode_35a65980ae_waited)
-
-
-def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_pair_async_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-            )
-        return _rm_pair_async_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-        )
-    return _rm_pair_async_python(self, x)
-
-
-def _rm_pair_script(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_timeout: float,
-    x: Tensor,
-) -> tuple[Scored, Tensor]:
-    _rm_sent = (_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_pair,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_decode_35a65980ae(_rm_future.wait())
-
-
-def _rm_pair_script_wire(
-    _rm_module_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    _rm_wire_dtype: torch.dtype,
-    _rm_timeout: float,
-    x: Tensor,
-) -> tuple[Scored, Tensor]:
-    _rm_carried: list[Tensor] = []
-    _rm_arg_x = _rm_cast_8ccc264ac3(x, _rm_wire_dtype, _rm_carried)
-    _rm_sent = (
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        _rm_wire_dtype,
-        _rm_carried,
-        _rm_arg_x,
-    )
-    _rm_future = _rm.rpc_async(
-        _rm_module_rref.owner(),
-        _remote_pair_wire,
-        _rm_sent,
-        {},
-        _rm_timeout,
-    )
-    return _rm_pair_wire_result(_rm_future)
-
-
-def _rm_pair_python(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
-    _rm_args = (x,)
-    _rm_result = _rm.call(self, "pair", _remote_pair, _rm_args, _rm_pair_hints)
-    return _rm_decode_35a65980ae(_rm_result)
-
-
-def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
-    if _rm.is_scripting():
-        if self.wire_dtype is None:
-            return _rm_pair_script(
-                self.module_rref,
-                self.device,
-                self.is_device_map_set,
-                self.timeout,
-                x,
-            )
-        return _rm_pair_script_wire(
-            self.module_rref,
-            self.device,
-            self.is_device_map_set,
-            self.wire_dtype,
-            self.timeout,
-            x,
-        )
-    return _rm_pair_python(self, x)
-
-
-_generated_methods = [
-    forward_async,
-    forward,
-    stats_async,
-    stats,
-    top_async,
-    top,
-    best_async,
-    best,
-    table_async,
-    table,
-    pair_async,
-    pair,
-]
-_remote_functions = [
-    _remote_forward,
-    _remote_stats,
-    _remote_top,
-    _remote_best,
-    _remote_table,
-    _remote_pair,
-]
-_wire_functions = [
-    _remote_forward_wire,
-    _remote_top_wire,
-    _remote_best_wire,
-    _remote_table_wire,
-    _remote_pair_wire,
-]
-_keyed_functions = [  # in the order of _remote_functions: the keyed twin of each
-    _remote_forward_keyed,
-    _remote_stats_keyed,
-    _remote_top_keyed,
-    _remote_best_keyed,
-    _remote_table_keyed,
-    _remote_pair_keyed,
-]
-
-
-class RemoteScorerInterface(_rm.RemoteModule):
-    """A ``RemoteModule`` bound to ``ScorerInterface``, with its methods typed.
-
-    ``RemoteScorerInterface(remote_device, module_cls, args, kwargs, timeout=...)``
-    is ``RemoteModule(..., module_interface_cls=ScorerInterface)``.
-    """
+class RemoteScorerInterface(_rm.TypedRemoteModule):
+    """``RemoteModule(..., module_interface_cls=ScorerInterface)`` with its methods typed:
+    ``RemoteScorerInterface(remote_device, module_cls, args, kwargs, timeout=...)``."""
 
     _rm_bound_interface = ScorerInterface
 
     if TYPE_CHECKING:
-        # No attribute beyond those declared here: a misspelt method is an error.
-        __getattr__: None  # type: ignore[assignment, misc]
-
-        def __init__(
-            self,
-            remote_device: str,
-            module_cls: Callable[..., Module],
-            args: tuple[Any, ...] | None = None,
-            kwargs: dict[str, Any] | None = None,
-            *,
-            timeout: float | None = None,
-            wire_dtype: torch.dtype | None = None,
-        ) -> None: ...
 
         def forward(self, x: Tensor, scale: float = 1.0) -> Scored: ...
 
@@ -1539,5 +66,732 @@ class RemoteScorerInterface(_rm.RemoteModule):
 
         def pair_async(self, x: Tensor) -> Future[tuple[Scored, Tensor]]: ...
 
+
+def forward_async(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    scale: float = 1.0,
+) -> Future[Scored]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, scale)
+            return _rm.fork(
+                _rm_wait_decode_Scored,
+                _rm.rpc_async(_rm_owner, _remote_forward, _rm_sent, {}, self.timeout),
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm.cast_tensor(x, self.wire_dtype, _rm_carried),
+            scale,
+        )
+        return _rm.fork(
+            _rm_forward_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_forward_wire, _rm_wired, {}, self.timeout),
+        )
+    return _rm.call_async(
+        self,
+        "forward",
+        _remote_forward,
+        (x, scale),
+        _rm_forward_hints,
+    ).then(_rm_wait_decode_Scored)
+
+
+def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
+    if _rm.is_scripting():
+        _rm_future: Future[Scored] = self.forward_async(x, scale)
+        return _rm_future.wait()
+    return _rm_decode_Scored(
+        _rm.call(self, "forward", _remote_forward, (x, scale), _rm_forward_hints),
+    )
+
+
+def stats_async(self: _rm.RemoteModule) -> Future[dict[str, float]]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
+        return _rm.rpc_async(_rm_owner, _remote_stats, _rm_sent, {}, self.timeout)
+    return _rm.call_async(self, "stats", _remote_stats, (), _rm_stats_hints)
+
+
+def stats(self: _rm.RemoteModule) -> dict[str, float]:
+    if _rm.is_scripting():
+        _rm_future: Future[dict[str, float]] = self.stats_async()
+        return _rm_future.wait()
+    return _rm.call(self, "stats", _remote_stats, (), _rm_stats_hints)
+
+
+def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, k)
+            return _rm.fork(
+                _rm_wait_decode_list_Scored,
+                _rm.rpc_async(_rm_owner, _remote_top, _rm_sent, {}, self.timeout),
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm.cast_tensor(x, self.wire_dtype, _rm_carried),
+            k,
+        )
+        return _rm.fork(
+            _rm_top_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_top_wire, _rm_wired, {}, self.timeout),
+        )
+    _rm_future = _rm.call_async(self, "top", _remote_top, (x, k), _rm_top_hints)
+    return _rm_future.then(_rm_wait_decode_list_Scored)
+
+
+def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
+    if _rm.is_scripting():
+        _rm_future: Future[list[Scored]] = self.top_async(x, k)
+        return _rm_future.wait()
+    _rm_result = _rm.call(self, "top", _remote_top, (x, k), _rm_top_hints)
+    return _rm_decode_list_Scored(_rm_result)
+
+
+def best_async(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    threshold: float | None = None,
+) -> Future[Scored | None]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (
+                self.module_rref,
+                self.device,
+                self.is_device_map_set,
+                x,
+                threshold,
+            )
+            return _rm.fork(
+                _rm_wait_decode_Scored_or_None,
+                _rm.rpc_async(_rm_owner, _remote_best, _rm_sent, {}, self.timeout),
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm.cast_tensor(x, self.wire_dtype, _rm_carried),
+            threshold,
+        )
+        return _rm.fork(
+            _rm_best_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_best_wire, _rm_wired, {}, self.timeout),
+        )
+    return _rm.call_async(
+        self,
+        "best",
+        _remote_best,
+        (x, threshold),
+        _rm_best_hints,
+    ).then(_rm_wait_decode_Scored_or_None)
+
+
+def best(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    threshold: float | None = None,
+) -> Scored | None:
+    if _rm.is_scripting():
+        _rm_future: Future[Scored | None] = self.best_async(x, threshold)
+        return _rm_future.wait()
+    _rm_result = _rm.call(self, "best", _remote_best, (x, threshold), _rm_best_hints)
+    return _rm_decode_Scored_or_None(_rm_result)
+
+
+def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
+            return _rm.fork(
+                _rm_wait_decode_dict_str_Scored,
+                _rm.rpc_async(_rm_owner, _remote_table, _rm_sent, {}, self.timeout),
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm.cast_tensor(x, self.wire_dtype, _rm_carried),
+        )
+        return _rm.fork(
+            _rm_table_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_table_wire, _rm_wired, {}, self.timeout),
+        )
+    _rm_future = _rm.call_async(self, "table", _remote_table, (x,), _rm_table_hints)
+    return _rm_future.then(_rm_wait_decode_dict_str_Scored)
+
+
+def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
+    if _rm.is_scripting():
+        _rm_future: Future[dict[str, Scored]] = self.table_async(x)
+        return _rm_future.wait()
+    _rm_result = _rm.call(self, "table", _remote_table, (x,), _rm_table_hints)
+    return _rm_decode_dict_str_Scored(_rm_result)
+
+
+def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
+    if _rm.is_scripting():
+        _rm_owner = self.module_rref.owner()
+        if self.wire_dtype is None:
+            _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
+            return _rm.fork(
+                _rm_wait_decode_tuple_Scored_Tensor,
+                _rm.rpc_async(_rm_owner, _remote_pair, _rm_sent, {}, self.timeout),
+            )
+        _rm_carried: list[Tensor] = []
+        _rm_wired = (
+            self.module_rref,
+            self.device,
+            self.is_device_map_set,
+            self.wire_dtype,
+            _rm_carried,
+            _rm.cast_tensor(x, self.wire_dtype, _rm_carried),
+        )
+        return _rm.fork(
+            _rm_pair_wire_result,
+            _rm.rpc_async(_rm_owner, _remote_pair_wire, _rm_wired, {}, self.timeout),
+        )
+    _rm_future = _rm.call_async(self, "pair", _remote_pair, (x,), _rm_pair_hints)
+    return _rm_future.then(_rm_wait_decode_tuple_Scored_Tensor)
+
+
+def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
+    if _rm.is_scripting():
+        _rm_future: Future[tuple[Scored, Tensor]] = self.pair_async(x)
+        return _rm_future.wait()
+    _rm_result = _rm.call(self, "pair", _remote_pair, (x,), _rm_pair_hints)
+    return _rm_decode_tuple_Scored_Tensor(_rm_result)
+
+
+_rm_forward_hints = (("x", Tensor), ("scale", float, 1.0))
+_rm_stats_hints = ()
+_rm_top_hints = (("x", Tensor), ("k", int, 2))
+_rm_best_hints = (("x", Tensor), ("threshold", float | None, None))
+_rm_table_hints = (("x", Tensor),)
+_rm_pair_hints = (("x", Tensor),)
+
+
+def _rm_forward_wire_result(future: Future[tuple[Scored, list[Tensor]]]) -> Scored:
+    reply = future.wait()
+    return _rm_decode_Scored(_rm_restore_Scored(reply[0], reply[1]))
+
+
+def _rm_top_wire_result(
+    future: Future[tuple[list[Scored], list[Tensor]]],
+) -> list[Scored]:
+    reply = future.wait()
+    return _rm_decode_list_Scored(_rm_restore_list_Scored(reply[0], reply[1]))
+
+
+def _rm_best_wire_result(
+    future: Future[tuple[Scored | None, list[Tensor]]],
+) -> Scored | None:
+    reply = future.wait()
+    return _rm_decode_Scored_or_None(_rm_restore_Scored_or_None(reply[0], reply[1]))
+
+
+def _rm_table_wire_result(
+    future: Future[tuple[dict[str, Scored], list[Tensor]]],
+) -> dict[str, Scored]:
+    reply = future.wait()
+    return _rm_decode_dict_str_Scored(_rm_restore_dict_str_Scored(reply[0], reply[1]))
+
+
+def _rm_pair_wire_result(
+    future: Future[tuple[tuple[Scored, Tensor], list[Tensor]]],
+) -> tuple[Scored, Tensor]:
+    reply = future.wait()
+    return _rm_decode_tuple_Scored_Tensor(
+        _rm_restore_tuple_Scored_Tensor(reply[0], reply[1]),
+    )
+
+
+def _remote_forward(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+) -> Scored:
+    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(x, scale)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+) -> Scored:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(x, scale)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    scale: float,
+) -> tuple[Scored, list[Tensor]]:
+    x = _rm.restore_tensor(x, _rm_carried)
+    _rm_result = _remote_forward(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _remote_stats(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> dict[str, float]:
+    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    return _rm_module.stats()
+
+
+def _remote_stats_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> dict[str, float]:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_module.stats()
+
+
+def _remote_top(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    k: int,
+) -> list[Scored]:
+    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.top(x, k)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.top(_rm.move_tensor(x, _rm_target), k)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_list_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_top_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    k: int,
+) -> list[Scored]:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.top(x, k)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.top(_rm.move_tensor(x, _rm_target), k)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_list_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_top_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    k: int,
+) -> tuple[list[Scored], list[Tensor]]:
+    x = _rm.restore_tensor(x, _rm_carried)
+    _rm_result = _remote_top(_rm_module_rref, _rm_device, _rm_is_device_map_set, x, k)
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_list_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _remote_best(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    threshold: float | None,
+) -> Scored | None:
+    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.best(x, threshold)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.best(_rm.move_tensor(x, _rm_target), threshold)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Scored_or_None(_rm_result, torch.device("cpu"))
+
+
+def _remote_best_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    threshold: float | None,
+) -> Scored | None:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.best(x, threshold)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.best(_rm.move_tensor(x, _rm_target), threshold)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Scored_or_None(_rm_result, torch.device("cpu"))
+
+
+def _remote_best_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+    threshold: float | None,
+) -> tuple[Scored | None, list[Tensor]]:
+    x = _rm.restore_tensor(x, _rm_carried)
+    _rm_result = _remote_best(
+        _rm_module_rref,
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        threshold,
+    )
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_Scored_or_None(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _remote_table(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> dict[str, Scored]:
+    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.table(x)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.table(_rm.move_tensor(x, _rm_target))
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_dict_str_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_table_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> dict[str, Scored]:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.table(x)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.table(_rm.move_tensor(x, _rm_target))
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_dict_str_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_table_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+) -> tuple[dict[str, Scored], list[Tensor]]:
+    x = _rm.restore_tensor(x, _rm_carried)
+    _rm_result = _remote_table(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_back: list[Tensor] = []
+    return (_rm_cast_dict_str_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
+
+
+def _remote_pair(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> tuple[Scored, Tensor]:
+    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.pair(x)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.pair(_rm.move_tensor(x, _rm_target))
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_tuple_Scored_Tensor(_rm_result, torch.device("cpu"))
+
+
+def _remote_pair_keyed(
+    _rm_module_key: int,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> tuple[Scored, Tensor]:
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.pair(x)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.pair(_rm.move_tensor(x, _rm_target))
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_tuple_Scored_Tensor(_rm_result, torch.device("cpu"))
+
+
+def _remote_pair_wire(
+    _rm_module_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    _rm_wire_dtype: torch.dtype,
+    _rm_carried: list[Tensor],
+    x: Tensor,
+) -> tuple[tuple[Scored, Tensor], list[Tensor]]:
+    x = _rm.restore_tensor(x, _rm_carried)
+    _rm_result = _remote_pair(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_back: list[Tensor] = []
+    return (
+        _rm_cast_tuple_Scored_Tensor(_rm_result, _rm_wire_dtype, _rm_back),
+        _rm_back,
+    )
+
+
+@_rm.ignore
+def _rm_module_for_key(key: int) -> ScorerInterface:
+    module: ScorerInterface = _rm.keyed_module(key)
+    return module
+
+
+def _rm_move_Scored(value: Scored, device: torch.device) -> Scored:
+    return Scored(_rm.move_tensor(value.score, device), value.label)
+
+
+def _rm_move_list_Scored(value: list[Scored], device: torch.device) -> list[Scored]:
+    return [_rm_move_Scored(item, device) for item in value]
+
+
+def _rm_move_Scored_or_None(
+    value: Scored | None,
+    device: torch.device,
+) -> Scored | None:
+    if value is None:
+        return None
+    return _rm_move_Scored(value, device)
+
+
+def _rm_move_dict_str_Scored(
+    value: dict[str, Scored],
+    device: torch.device,
+) -> dict[str, Scored]:
+    return {key: _rm_move_Scored(item, device) for key, item in value.items()}
+
+
+def _rm_move_tuple_Scored_Tensor(
+    value: tuple[Scored, Tensor],
+    device: torch.device,
+) -> tuple[Scored, Tensor]:
+    return (_rm_move_Scored(value[0], device), _rm.move_tensor(value[1], device))
+
+
+def _rm_decode_Scored(value: Scored) -> Scored:
+    return Scored(value[0], value[1])
+
+
+def _rm_decode_list_Scored(value: list[Scored]) -> list[Scored]:
+    return [_rm_decode_Scored(item) for item in value]
+
+
+def _rm_decode_Scored_or_None(value: Scored | None) -> Scored | None:
+    if value is None:
+        return None
+    return _rm_decode_Scored(value)
+
+
+def _rm_decode_dict_str_Scored(value: dict[str, Scored]) -> dict[str, Scored]:
+    return {key: _rm_decode_Scored(item) for key, item in value.items()}
+
+
+def _rm_decode_tuple_Scored_Tensor(
+    value: tuple[Scored, Tensor],
+) -> tuple[Scored, Tensor]:
+    return (_rm_decode_Scored(value[0]), value[1])
+
+
+def _rm_wait_decode_Scored(future: Future[Scored]) -> Scored:
+    return _rm_decode_Scored(future.wait())
+
+
+def _rm_wait_decode_list_Scored(future: Future[list[Scored]]) -> list[Scored]:
+    return _rm_decode_list_Scored(future.wait())
+
+
+def _rm_wait_decode_Scored_or_None(future: Future[Scored | None]) -> Scored | None:
+    return _rm_decode_Scored_or_None(future.wait())
+
+
+def _rm_wait_decode_dict_str_Scored(
+    future: Future[dict[str, Scored]],
+) -> dict[str, Scored]:
+    return _rm_decode_dict_str_Scored(future.wait())
+
+
+def _rm_wait_decode_tuple_Scored_Tensor(
+    future: Future[tuple[Scored, Tensor]],
+) -> tuple[Scored, Tensor]:
+    return _rm_decode_tuple_Scored_Tensor(future.wait())
+
+
+def _rm_cast_Scored(value: Scored, dtype: torch.dtype, sent: list[Tensor]) -> Scored:
+    return Scored(_rm.cast_tensor(value[0], dtype, sent), value[1])
+
+
+def _rm_cast_list_Scored(
+    value: list[Scored],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> list[Scored]:
+    return [_rm_cast_Scored(item, dtype, sent) for item in value]
+
+
+def _rm_cast_Scored_or_None(
+    value: Scored | None,
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> Scored | None:
+    if value is None:
+        return None
+    return _rm_cast_Scored(value, dtype, sent)
+
+
+def _rm_cast_dict_str_Scored(
+    value: dict[str, Scored],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> dict[str, Scored]:
+    return {key: _rm_cast_Scored(item, dtype, sent) for key, item in value.items()}
+
+
+def _rm_cast_tuple_Scored_Tensor(
+    value: tuple[Scored, Tensor],
+    dtype: torch.dtype,
+    sent: list[Tensor],
+) -> tuple[Scored, Tensor]:
+    return (
+        _rm_cast_Scored(value[0], dtype, sent),
+        _rm.cast_tensor(value[1], dtype, sent),
+    )
+
+
+def _rm_restore_Scored(value: Scored, sent: list[Tensor]) -> Scored:
+    return Scored(_rm.restore_tensor(value[0], sent), value[1])
+
+
+def _rm_restore_list_Scored(value: list[Scored], sent: list[Tensor]) -> list[Scored]:
+    return [_rm_restore_Scored(item, sent) for item in value]
+
+
+def _rm_restore_Scored_or_None(
+    value: Scored | None,
+    sent: list[Tensor],
+) -> Scored | None:
+    if value is None:
+        return None
+    return _rm_restore_Scored(value, sent)
+
+
+def _rm_restore_dict_str_Scored(
+    value: dict[str, Scored],
+    sent: list[Tensor],
+) -> dict[str, Scored]:
+    return {key: _rm_restore_Scored(item, sent) for key, item in value.items()}
+
+
+def _rm_restore_tuple_Scored_Tensor(
+    value: tuple[Scored, Tensor],
+    sent: list[Tensor],
+) -> tuple[Scored, Tensor]:
+    return (_rm_restore_Scored(value[0], sent), _rm.restore_tensor(value[1], sent))
+
+
+_generated_methods = [
+    forward_async,
+    forward,
+    stats_async,
+    stats,
+    top_async,
+    top,
+    best_async,
+    best,
+    table_async,
+    table,
+    pair_async,
+    pair,
+]
+_remote_functions = [
+    _remote_forward,
+    _remote_stats,
+    _remote_top,
+    _remote_best,
+    _remote_table,
+    _remote_pair,
+]
+_wire_functions = [
+    _remote_forward_wire,
+    _remote_top_wire,
+    _remote_best_wire,
+    _remote_table_wire,
+    _remote_pair_wire,
+]
+_keyed_functions = [
+    _remote_forward_keyed,
+    _remote_stats_keyed,
+    _remote_top_keyed,
+    _remote_best_keyed,
+    _remote_table_keyed,
+    _remote_pair_keyed,
+]
 
 _rm.register(__name__)

@@ -6,19 +6,14 @@
 ``tests.scorer.model.ScorerProtocol``. The module runs eagerly on its owner (no TorchScript).
 """
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 from remote_module.runtime import contract as _rm
 from torch import Tensor
 from torch.futures import Future
-from torch.nn import Module
 
-from tests.scorer.model import (
-    Scored,
-    ScorerProtocol,
-)
+from tests.scorer.model import Scored, ScorerProtocol
 
 GENERATOR_VERSION = "0.2.0"
 INTERFACE = "tests.scorer.model.ScorerProtocol"
@@ -26,344 +21,18 @@ INTERFACE_FINGERPRINT = "f2aafff3d77b0388"
 MOVES_CPU_TENSORS_TO_DEVICE = True
 _rm_module_interface_cls = ScorerProtocol
 
-# A stale module (another generator version, a changed interface) is not registered: the
-# runtime renders the templates in memory instead.
+# A stale module (another generator version, a changed interface) warns here and is not
+# registered at the end: the runtime renders the templates in memory instead.
 _rm.check_fresh(__name__, GENERATOR_VERSION, INTERFACE_FINGERPRINT, ScorerProtocol)
 
 
-def _rm_move_8ccc264ac3(value: Tensor, device: torch.device) -> Tensor:
-    return value.to(device)
-
-
-def _rm_move_079794b43e(value: Scored, device: torch.device) -> Scored:
-    return Scored(_rm_move_8ccc264ac3(value.score, device), value.label)
-
-
-def _rm_move_199862e712(value: list[Scored], device: torch.device) -> list[Scored]:
-    return [_rm_move_079794b43e(item, device) for item in value]
-
-
-def _rm_move_cb342eb8ed(value: Scored | None, device: torch.device) -> Scored | None:
-    if value is None:
-        return None
-    return _rm_move_079794b43e(value, device)
-
-
-def _rm_move_c0c56958f6(
-    value: dict[str, Scored],
-    device: torch.device,
-) -> dict[str, Scored]:
-    return {key: _rm_move_079794b43e(item, device) for key, item in value.items()}
-
-
-def _rm_move_35a65980ae(
-    value: tuple[Scored, Tensor],
-    device: torch.device,
-) -> tuple[Scored, Tensor]:
-    return (
-        _rm_move_079794b43e(value[0], device),
-        _rm_move_8ccc264ac3(value[1], device),
-    )
-
-
-def _rm_decode_079794b43e(value: Scored) -> Scored:
-    return Scored(value[0], value[1])
-
-
-def _rm_decode_199862e712(value: list[Scored]) -> list[Scored]:
-    return [_rm_decode_079794b43e(item) for item in value]
-
-
-def _rm_decode_cb342eb8ed(value: Scored | None) -> Scored | None:
-    if value is None:
-        return None
-    return _rm_decode_079794b43e(value)
-
-
-def _rm_decode_c0c56958f6(value: dict[str, Scored]) -> dict[str, Scored]:
-    return {key: _rm_decode_079794b43e(item) for key, item in value.items()}
-
-
-def _rm_decode_35a65980ae(value: tuple[Scored, Tensor]) -> tuple[Scored, Tensor]:
-    return (_rm_decode_079794b43e(value[0]), value[1])
-
-
-def _rm_decode_079794b43e_waited(future: Future[Scored]) -> Scored:
-    return _rm_decode_079794b43e(future.wait())
-
-
-def _rm_decode_199862e712_waited(future: Future[list[Scored]]) -> list[Scored]:
-    return _rm_decode_199862e712(future.wait())
-
-
-def _rm_decode_cb342eb8ed_waited(future: Future[Scored | None]) -> Scored | None:
-    return _rm_decode_cb342eb8ed(future.wait())
-
-
-def _rm_decode_c0c56958f6_waited(
-    future: Future[dict[str, Scored]],
-) -> dict[str, Scored]:
-    return _rm_decode_c0c56958f6(future.wait())
-
-
-def _rm_decode_35a65980ae_waited(
-    future: Future[tuple[Scored, Tensor]],
-) -> tuple[Scored, Tensor]:
-    return _rm_decode_35a65980ae(future.wait())
-
-
-def _remote_forward(
-    _rm_module_ref: Any,
-    _rm_device: Any,
-    _rm_is_device_map_set: Any,
-    x: Tensor,
-    scale: float,
-) -> Scored:
-    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.forward(x, scale)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.forward(x, scale)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.forward(x, scale)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_079794b43e(_rm_result, torch.device("cpu"))
-
-
-_rm_forward_hints = (("x", Tensor), ("scale", float, 1.0))
-
-
-def forward_async(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    scale: float = 1.0,
-) -> Future[Scored]:
-    _rm_args = (x, scale)
-    _rm_future = _rm.call_async(
-        self,
-        "forward",
-        _remote_forward,
-        _rm_args,
-        _rm_forward_hints,
-    )
-    return _rm_future.then(_rm_decode_079794b43e_waited)
-
-
-def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
-    _rm_args = (x, scale)
-    _rm_result = _rm.call(self, "forward", _remote_forward, _rm_args, _rm_forward_hints)
-    return _rm_decode_079794b43e(_rm_result)
-
-
-def _remote_stats(
-    _rm_module_ref: Any,
-    _rm_device: Any,
-    _rm_is_device_map_set: Any,
-) -> dict[str, float]:
-    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
-    return _rm_module.stats()
-
-
-_rm_stats_hints = ()
-
-
-def stats_async(self: _rm.RemoteModule) -> Future[dict[str, float]]:
-    _rm_args = ()
-    return _rm.call_async(self, "stats", _remote_stats, _rm_args, _rm_stats_hints)
-
-
-def stats(self: _rm.RemoteModule) -> dict[str, float]:
-    _rm_args = ()
-    return _rm.call(self, "stats", _remote_stats, _rm_args, _rm_stats_hints)
-
-
-def _remote_top(
-    _rm_module_ref: Any,
-    _rm_device: Any,
-    _rm_is_device_map_set: Any,
-    x: Tensor,
-    k: int,
-) -> list[Scored]:
-    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.top(x, k)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.top(x, k)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.top(x, k)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_199862e712(_rm_result, torch.device("cpu"))
-
-
-_rm_top_hints = (("x", Tensor), ("k", int, 2))
-
-
-def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
-    _rm_args = (x, k)
-    _rm_future = _rm.call_async(self, "top", _remote_top, _rm_args, _rm_top_hints)
-    return _rm_future.then(_rm_decode_199862e712_waited)
-
-
-def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
-    _rm_args = (x, k)
-    _rm_result = _rm.call(self, "top", _remote_top, _rm_args, _rm_top_hints)
-    return _rm_decode_199862e712(_rm_result)
-
-
-def _remote_best(
-    _rm_module_ref: Any,
-    _rm_device: Any,
-    _rm_is_device_map_set: Any,
-    x: Tensor,
-    threshold: float | None,
-) -> Scored | None:
-    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.best(x, threshold)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.best(x, threshold)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.best(x, threshold)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_cb342eb8ed(_rm_result, torch.device("cpu"))
-
-
-_rm_best_hints = (("x", Tensor), ("threshold", float | None, None))
-
-
-def best_async(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    threshold: float | None = None,
-) -> Future[Scored | None]:
-    _rm_args = (x, threshold)
-    _rm_future = _rm.call_async(self, "best", _remote_best, _rm_args, _rm_best_hints)
-    return _rm_future.then(_rm_decode_cb342eb8ed_waited)
-
-
-def best(
-    self: _rm.RemoteModule,
-    x: Tensor,
-    threshold: float | None = None,
-) -> Scored | None:
-    _rm_args = (x, threshold)
-    _rm_result = _rm.call(self, "best", _remote_best, _rm_args, _rm_best_hints)
-    return _rm_decode_cb342eb8ed(_rm_result)
-
-
-def _remote_table(
-    _rm_module_ref: Any,
-    _rm_device: Any,
-    _rm_is_device_map_set: Any,
-    x: Tensor,
-) -> dict[str, Scored]:
-    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.table(x)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.table(x)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.table(x)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_c0c56958f6(_rm_result, torch.device("cpu"))
-
-
-_rm_table_hints = (("x", Tensor),)
-
-
-def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
-    _rm_args = (x,)
-    _rm_future = _rm.call_async(self, "table", _remote_table, _rm_args, _rm_table_hints)
-    return _rm_future.then(_rm_decode_c0c56958f6_waited)
-
-
-def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
-    _rm_args = (x,)
-    _rm_result = _rm.call(self, "table", _remote_table, _rm_args, _rm_table_hints)
-    return _rm_decode_c0c56958f6(_rm_result)
-
-
-def _remote_pair(
-    _rm_module_ref: Any,
-    _rm_device: Any,
-    _rm_is_device_map_set: Any,
-    x: Tensor,
-) -> tuple[Scored, Tensor]:
-    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
-    if _rm_device == "cpu":  # the common case, without parsing a device on every call
-        return _rm_module.pair(x)
-    _rm_target = torch.device(_rm_device)
-    if _rm_target.type == "cpu":
-        return _rm_module.pair(x)
-    x = _rm_move_8ccc264ac3(x, _rm_target)
-    _rm_result = _rm_module.pair(x)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_35a65980ae(_rm_result, torch.device("cpu"))
-
-
-_rm_pair_hints = (("x", Tensor),)
-
-
-def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
-    _rm_args = (x,)
-    _rm_future = _rm.call_async(self, "pair", _remote_pair, _rm_args, _rm_pair_hints)
-    return _rm_future.then(_rm_decode_35a65980ae_waited)
-
-
-def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
-    _rm_args = (x,)
-    _rm_result = _rm.call(self, "pair", _remote_pair, _rm_args, _rm_pair_hints)
-    return _rm_decode_35a65980ae(_rm_result)
-
-
-_generated_methods = [
-    forward_async,
-    forward,
-    stats_async,
-    stats,
-    top_async,
-    top,
-    best_async,
-    best,
-    table_async,
-    table,
-    pair_async,
-    pair,
-]
-
-
-class RemoteScorerProtocol(_rm.RemoteModule):
-    """A ``RemoteModule`` bound to ``ScorerProtocol``, with its methods typed.
-
-    ``RemoteScorerProtocol(remote_device, module_cls, args, kwargs, timeout=...)``
-    is ``RemoteModule(..., module_interface_cls=ScorerProtocol)``.
-    """
+class RemoteScorerProtocol(_rm.TypedRemoteModule):
+    """``RemoteModule(..., module_interface_cls=ScorerProtocol)`` with its methods typed:
+    ``RemoteScorerProtocol(remote_device, module_cls, args, kwargs, timeout=...)``."""
 
     _rm_bound_interface = ScorerProtocol
 
     if TYPE_CHECKING:
-        # No attribute beyond those declared here: a misspelt method is an error.
-        __getattr__: None  # type: ignore[assignment, misc]
-
-        def __init__(
-            self,
-            remote_device: str,
-            module_cls: Callable[..., Module],
-            args: tuple[Any, ...] | None = None,
-            kwargs: dict[str, Any] | None = None,
-            *,
-            timeout: float | None = None,
-            wire_dtype: torch.dtype | None = None,
-        ) -> None: ...
 
         def forward(self, x: Tensor, scale: float = 1.0) -> Scored: ...
 
@@ -395,5 +64,280 @@ class RemoteScorerProtocol(_rm.RemoteModule):
 
         def pair_async(self, x: Tensor) -> Future[tuple[Scored, Tensor]]: ...
 
+
+def forward_async(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    scale: float = 1.0,
+) -> Future[Scored]:
+    return _rm.call_async(
+        self,
+        "forward",
+        _remote_forward,
+        (x, scale),
+        _rm_forward_hints,
+    ).then(_rm_wait_decode_Scored)
+
+
+def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
+    return _rm_decode_Scored(
+        _rm.call(self, "forward", _remote_forward, (x, scale), _rm_forward_hints),
+    )
+
+
+def stats_async(self: _rm.RemoteModule) -> Future[dict[str, float]]:
+    return _rm.call_async(self, "stats", _remote_stats, (), _rm_stats_hints)
+
+
+def stats(self: _rm.RemoteModule) -> dict[str, float]:
+    return _rm.call(self, "stats", _remote_stats, (), _rm_stats_hints)
+
+
+def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
+    _rm_future = _rm.call_async(self, "top", _remote_top, (x, k), _rm_top_hints)
+    return _rm_future.then(_rm_wait_decode_list_Scored)
+
+
+def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
+    _rm_result = _rm.call(self, "top", _remote_top, (x, k), _rm_top_hints)
+    return _rm_decode_list_Scored(_rm_result)
+
+
+def best_async(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    threshold: float | None = None,
+) -> Future[Scored | None]:
+    return _rm.call_async(
+        self,
+        "best",
+        _remote_best,
+        (x, threshold),
+        _rm_best_hints,
+    ).then(_rm_wait_decode_Scored_or_None)
+
+
+def best(
+    self: _rm.RemoteModule,
+    x: Tensor,
+    threshold: float | None = None,
+) -> Scored | None:
+    _rm_result = _rm.call(self, "best", _remote_best, (x, threshold), _rm_best_hints)
+    return _rm_decode_Scored_or_None(_rm_result)
+
+
+def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
+    _rm_future = _rm.call_async(self, "table", _remote_table, (x,), _rm_table_hints)
+    return _rm_future.then(_rm_wait_decode_dict_str_Scored)
+
+
+def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
+    _rm_result = _rm.call(self, "table", _remote_table, (x,), _rm_table_hints)
+    return _rm_decode_dict_str_Scored(_rm_result)
+
+
+def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
+    _rm_future = _rm.call_async(self, "pair", _remote_pair, (x,), _rm_pair_hints)
+    return _rm_future.then(_rm_wait_decode_tuple_Scored_Tensor)
+
+
+def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
+    _rm_result = _rm.call(self, "pair", _remote_pair, (x,), _rm_pair_hints)
+    return _rm_decode_tuple_Scored_Tensor(_rm_result)
+
+
+_rm_forward_hints = (("x", Tensor), ("scale", float, 1.0))
+_rm_stats_hints = ()
+_rm_top_hints = (("x", Tensor), ("k", int, 2))
+_rm_best_hints = (("x", Tensor), ("threshold", float | None, None))
+_rm_table_hints = (("x", Tensor),)
+_rm_pair_hints = (("x", Tensor),)
+
+
+def _remote_forward(
+    _rm_module_ref: Any,
+    _rm_device: Any,
+    _rm_is_device_map_set: Any,
+    x: Tensor,
+    scale: float,
+) -> Scored:
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(x, scale)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_stats(
+    _rm_module_ref: Any,
+    _rm_device: Any,
+    _rm_is_device_map_set: Any,
+) -> dict[str, float]:
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
+    return _rm_module.stats()
+
+
+def _remote_top(
+    _rm_module_ref: Any,
+    _rm_device: Any,
+    _rm_is_device_map_set: Any,
+    x: Tensor,
+    k: int,
+) -> list[Scored]:
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.top(x, k)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.top(_rm.move_tensor(x, _rm_target), k)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_list_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_best(
+    _rm_module_ref: Any,
+    _rm_device: Any,
+    _rm_is_device_map_set: Any,
+    x: Tensor,
+    threshold: float | None,
+) -> Scored | None:
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.best(x, threshold)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.best(_rm.move_tensor(x, _rm_target), threshold)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Scored_or_None(_rm_result, torch.device("cpu"))
+
+
+def _remote_table(
+    _rm_module_ref: Any,
+    _rm_device: Any,
+    _rm_is_device_map_set: Any,
+    x: Tensor,
+) -> dict[str, Scored]:
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.table(x)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.table(_rm.move_tensor(x, _rm_target))
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_dict_str_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_pair(
+    _rm_module_ref: Any,
+    _rm_device: Any,
+    _rm_is_device_map_set: Any,
+    x: Tensor,
+) -> tuple[Scored, Tensor]:
+    _rm_module: ScorerProtocol = _rm.owner_module(_rm_module_ref)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.pair(x)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.pair(_rm.move_tensor(x, _rm_target))
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_tuple_Scored_Tensor(_rm_result, torch.device("cpu"))
+
+
+def _rm_move_Scored(value: Scored, device: torch.device) -> Scored:
+    return Scored(_rm.move_tensor(value.score, device), value.label)
+
+
+def _rm_move_list_Scored(value: list[Scored], device: torch.device) -> list[Scored]:
+    return [_rm_move_Scored(item, device) for item in value]
+
+
+def _rm_move_Scored_or_None(
+    value: Scored | None,
+    device: torch.device,
+) -> Scored | None:
+    if value is None:
+        return None
+    return _rm_move_Scored(value, device)
+
+
+def _rm_move_dict_str_Scored(
+    value: dict[str, Scored],
+    device: torch.device,
+) -> dict[str, Scored]:
+    return {key: _rm_move_Scored(item, device) for key, item in value.items()}
+
+
+def _rm_move_tuple_Scored_Tensor(
+    value: tuple[Scored, Tensor],
+    device: torch.device,
+) -> tuple[Scored, Tensor]:
+    return (_rm_move_Scored(value[0], device), _rm.move_tensor(value[1], device))
+
+
+def _rm_decode_Scored(value: Scored) -> Scored:
+    return Scored(value[0], value[1])
+
+
+def _rm_decode_list_Scored(value: list[Scored]) -> list[Scored]:
+    return [_rm_decode_Scored(item) for item in value]
+
+
+def _rm_decode_Scored_or_None(value: Scored | None) -> Scored | None:
+    if value is None:
+        return None
+    return _rm_decode_Scored(value)
+
+
+def _rm_decode_dict_str_Scored(value: dict[str, Scored]) -> dict[str, Scored]:
+    return {key: _rm_decode_Scored(item) for key, item in value.items()}
+
+
+def _rm_decode_tuple_Scored_Tensor(
+    value: tuple[Scored, Tensor],
+) -> tuple[Scored, Tensor]:
+    return (_rm_decode_Scored(value[0]), value[1])
+
+
+def _rm_wait_decode_Scored(future: Future[Scored]) -> Scored:
+    return _rm_decode_Scored(future.wait())
+
+
+def _rm_wait_decode_list_Scored(future: Future[list[Scored]]) -> list[Scored]:
+    return _rm_decode_list_Scored(future.wait())
+
+
+def _rm_wait_decode_Scored_or_None(future: Future[Scored | None]) -> Scored | None:
+    return _rm_decode_Scored_or_None(future.wait())
+
+
+def _rm_wait_decode_dict_str_Scored(
+    future: Future[dict[str, Scored]],
+) -> dict[str, Scored]:
+    return _rm_decode_dict_str_Scored(future.wait())
+
+
+def _rm_wait_decode_tuple_Scored_Tensor(
+    future: Future[tuple[Scored, Tensor]],
+) -> tuple[Scored, Tensor]:
+    return _rm_decode_tuple_Scored_Tensor(future.wait())
+
+
+_generated_methods = [
+    forward_async,
+    forward,
+    stats_async,
+    stats,
+    top_async,
+    top,
+    best_async,
+    best,
+    table_async,
+    table,
+    pair_async,
+    pair,
+]
 
 _rm.register(__name__)
