@@ -27,13 +27,8 @@ from torch import nn
 
 from remote_module import _contract
 from remote_module.runtime import calls, owner, registry
-from remote_module.runtime.device import target
-from remote_module.runtime.errors import (
-    CreationFailure,
-    UnknownWorkerError,
-    creation_error,
-    failure,
-)
+from remote_module.runtime.device import is_device_map_set, target
+from remote_module.runtime.errors import CreationFailure, creation_error, failure
 from remote_module.runtime.record import Record
 
 if TYPE_CHECKING:
@@ -294,7 +289,7 @@ def _placement(
             _warn_owner_differs(remote_device, owner_name)
         on = owner_name
     scriptable = interface_cls is not None and registry.is_script_interface(interface_cls)
-    return Placement(on, device, _is_device_map_set(on), scriptable), off_cpu
+    return Placement(on, device, is_device_map_set(on), scriptable), off_cpu
 
 
 # (remote_device, the RRef's owner) pairs already warned of
@@ -381,35 +376,3 @@ def _check_arguments(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str,
 
 def _callable_name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__qualname__
-
-
-def _is_device_map_set(on: str | int) -> bool:
-    """Whether the current RPC agent has a device map to ``on`` (which must be a worker): fixed
-    for an agent's lifetime, so asked once per agent and owner."""
-    agent = rpc._get_current_rpc_agent()
-    if _device_maps_of[0] is not agent:
-        _device_maps.clear()
-        _device_maps_of[0] = agent
-    known = _device_maps.get(on)
-    if known is None:
-        known = _device_maps[on] = bool(agent._get_device_map(_worker_info(agent, on)))
-    return known
-
-
-# owner -> whether the agent in _device_maps_of has a device map to it
-_device_maps: dict[str | int, bool] = {}
-_device_maps_of: list[Any] = [None]
-
-
-def _worker_info(agent: Any, on: str | int) -> Any:
-    if isinstance(on, str):
-        try:
-            return agent.get_worker_info(on)
-        except (RuntimeError, TypeError) as error:
-            raise UnknownWorkerError(
-                f"RemoteModule: no RPC worker named {on!r} ({error})"
-            ) from None
-    for info in agent.get_worker_infos():
-        if info.id == on:
-            return info
-    raise UnknownWorkerError(f"RemoteModule: no RPC worker has rank {on}")

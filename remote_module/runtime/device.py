@@ -1,14 +1,18 @@
 """Parsing ``remote_device``: ``"<workername>/<device>"``, ``"rank:<n>/<device>"`` or a bare
-worker name (the device then defaults to ``cpu``)."""
+worker name (the device then defaults to ``cpu``); and whether RPC has a device map to the
+worker it names."""
 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
+import torch.distributed.rpc as rpc
 
-__all__ = ["RemoteDevice", "parse_remote_device", "target"]
+from remote_module.runtime.errors import UnknownWorkerError
+
+__all__ = ["RemoteDevice", "is_device_map_set", "parse_remote_device", "target"]
 
 _PARSE_ERROR = "Could not parse remote_device: {}. The valid format is '<workername>/<device>'"
 
@@ -93,3 +97,35 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return "\x00" not in text
+
+
+def is_device_map_set(on: str | int) -> bool:
+    """Whether the current RPC agent has a device map to ``on`` (which must be a worker): fixed
+    for an agent's lifetime, so asked once per agent and owner."""
+    agent = rpc._get_current_rpc_agent()
+    if _device_maps_of[0] is not agent:
+        _device_maps.clear()
+        _device_maps_of[0] = agent
+    known = _device_maps.get(on)
+    if known is None:
+        known = _device_maps[on] = bool(agent._get_device_map(_worker_info(agent, on)))
+    return known
+
+
+# owner -> whether the agent in _device_maps_of has a device map to it
+_device_maps: dict[str | int, bool] = {}
+_device_maps_of: list[Any] = [None]
+
+
+def _worker_info(agent: Any, on: str | int) -> Any:
+    if isinstance(on, str):
+        try:
+            return agent.get_worker_info(on)
+        except (RuntimeError, TypeError) as error:
+            raise UnknownWorkerError(
+                f"RemoteModule: no RPC worker named {on!r} ({error})"
+            ) from None
+    for info in agent.get_worker_infos():
+        if info.id == on:
+            return info
+    raise UnknownWorkerError(f"RemoteModule: no RPC worker has rank {on}")

@@ -356,44 +356,15 @@ def _unsupported(name: str) -> Callable[..., Any]:
 
 
 # nn.Module methods that would need the module's local state.
-UNSUPPORTED_METHODS = (
-    "register_buffer",
-    "register_parameter",
-    "add_module",
-    "register_module",
-    "get_submodule",
-    "set_submodule",
-    "get_parameter",
-    "get_buffer",
-    "apply",
-    "cuda",
-    "ipu",
-    "xpu",
-    "mtia",
-    "cpu",
-    "type",
-    "float",
-    "double",
-    "half",
-    "bfloat16",
-    "to",
-    "to_empty",
-    "register_backward_hook",
-    "register_full_backward_hook",
-    "register_full_backward_pre_hook",
-    "register_forward_pre_hook",
-    "register_forward_hook",
-    "load_state_dict",
-    "named_parameters",
-    "buffers",
-    "named_buffers",
-    "children",
-    "named_children",
-    "modules",
-    "requires_grad_",
-    "zero_grad",
-    "share_memory",
-    "extra_repr",
+UNSUPPORTED_METHODS = tuple(
+    (
+        "register_buffer register_parameter add_module register_module get_submodule "
+        "set_submodule get_parameter get_buffer apply cuda ipu xpu mtia cpu type float double "
+        "half bfloat16 to to_empty register_backward_hook register_full_backward_hook "
+        "register_full_backward_pre_hook register_forward_pre_hook register_forward_hook "
+        "load_state_dict named_parameters buffers named_buffers children named_children "
+        "modules requires_grad_ zero_grad share_memory extra_repr"
+    ).split()
 )
 for _name in UNSUPPORTED_METHODS:
     setattr(RemoteModule, _name, _unsupported(_name))
