@@ -1,7 +1,7 @@
 """Rendering: the model in, Python source out, from the Jinja files in ``templates/``.
 
 One Jinja environment with every setting explicit, one filter and the layout helpers of
-``remote_module.codegen.api``; templates get the model and its view (``api.InterfaceView``), whose
+``remote_module.codegen.api``; templates get the model and its view (``views.InterfaceView``), whose
 finished pieces they put in place. Templates are package data, so the CLI at build time and
 the runtime on any worker render the same bytes.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import jinja2
 
 from remote_module._version import __version__
-from remote_module.codegen import api
+from remote_module.codegen import api, views
 from remote_module.codegen.model import Interface, InterfaceKind, string_literal
 from remote_module.codegen.parse import parse_interface
 
@@ -70,7 +70,7 @@ def render_interface(interface: Interface, move_tensors: bool) -> str:
         .get_template(name)
         .render(
             interface=interface,
-            view=api.InterfaceView(interface, move_tensors),
+            view=views.InterfaceView(interface, move_tensors),
             template=name,
             version=__version__,
         )
