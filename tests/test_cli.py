@@ -287,7 +287,17 @@ def test_an_old_non_scriptable_module_left_in_a_package_does_no_harm(
 BAD_INPUTS: dict[str, tuple[list[str], str, bool]] = {
     "no arguments": ([], "required", True),
     "no output dir": (["tests.support.interfaces:LinearInterface"], "--output-dir", False),
-    "missing module": (["nomodule:X", "--output-dir", "{out}"], "nomodule", True),
+    "missing module": (
+        ["nomodule:X", "--output-dir", "{out}"],
+        "No module named 'nomodule' (run from the directory that holds it, or add that "
+        "directory with --path DIR)",
+        True,
+    ),
+    "missing submodule": (
+        ["tests.support.nothing_here:X", "--output-dir", "{out}"],
+        "No module named 'tests.support.nothing_here' (run from the directory",
+        False,
+    ),
     "missing attribute": (
         ["tests.support.interfaces:Missing", "--output-dir", "{out}"],
         "Missing",

@@ -119,7 +119,11 @@ def _load(spec: str) -> type:
                 f"process, and a @torch.jit.interface needs it ({type(error).__name__}: "
                 f"{error}); a typing.Protocol interface does not"
             ) from None
-        raise BadInput(f"{spec}: cannot import {module_name}: {error}") from None
+        hint = ""
+        if isinstance(error, ModuleNotFoundError) and module_name.startswith(str(error.name)):
+            # The user's own module, not one it imports: most likely an import root missing.
+            hint = " (run from the directory that holds it, or add that directory with --path DIR)"
+        raise BadInput(f"{spec}: cannot import {module_name}: {error}{hint}") from None
     target: object = module
     for part in attribute.split("."):
         if not hasattr(target, part):
