@@ -99,11 +99,11 @@ def test_cli_on_a_torchscript_interface_says_torchscript_is_unavailable() -> Non
     run = _run(
         "-m",
         "remote_module.codegen",
-        "tests.scorer.interfaces:ScorerInterface",
+        "tests.support.interfaces:LinearInterface",  # a plain @torch.jit.interface
         "--output-dir",
         os.devnull,
     )
     assert run.returncode == 2
     (line,) = run.stderr.splitlines()
-    assert line.startswith("remote-module-codegen: error: tests.scorer.interfaces:ScorerInterface")
+    assert line.startswith("remote-module-codegen: error: tests.support.interfaces:LinearInterface")
     assert "TorchScript is unavailable" in line

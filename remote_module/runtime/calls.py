@@ -31,7 +31,14 @@ try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call 
 except ImportError:  # pragma: no cover - a torch built without it
     _invoke_rpc_torchscript = None  # type: ignore[assignment]
 
-__all__ = ["ask_owner_to_load", "call", "call_async", "wait_for_owner", "wait_returning_rrefs"]
+__all__ = [
+    "ask_owner_to_load",
+    "call",
+    "call_async",
+    "wait_for_owner",
+    "wait_returning_rrefs",
+    "watch",
+]
 
 _call_prefix = operator.attrgetter(*CALL_PREFIX)  # one C call per send
 # The prefix after the module's reference (its key, or its RRef), which eager calls send first.
@@ -221,9 +228,25 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
     record.pending = None
 
 
-def wait_returning_rrefs(future: Future[Any], timeout: float, started: float) -> Any:
-    """Wait for a reply that carries RRefs until ``started + timeout`` (``time.monotonic()``;
-    an unset timeout means the RPC agent's default).
+def watch(future: Future[Any]) -> queue.SimpleQueue[float]:
+    """When ``future`` completes, the ``time.monotonic()`` it did: registered as soon as a
+    request is sent, so that :func:`wait_returning_rrefs` judges the reply by when it came,
+    not by when this side, busy meanwhile, looked."""
+    arrivals: queue.SimpleQueue[float] = queue.SimpleQueue()
+    future.add_done_callback(lambda _: arrivals.put(time.monotonic()))
+    return arrivals
+
+
+def wait_returning_rrefs(
+    future: Future[Any],
+    timeout: float,
+    started: float,
+    arrivals: queue.SimpleQueue[float] | None = None,
+) -> Any:
+    """Wait for a reply that carries RRefs, sent at ``started`` (``time.monotonic()``), and
+    take it if it came within ``timeout`` (an unset timeout means the RPC agent's default);
+    else raise, also where it has come by now (a reply the caller was too busy to look at in
+    time is on time; one whose request took the timeout to send is not).
 
     The RPC itself is sent without a deadline: a reply that arrives after the caller gave up
     is still unpickled and its RRefs released, so the owner forgets them; an RPC timeout would
@@ -232,16 +255,15 @@ def wait_returning_rrefs(future: Future[Any], timeout: float, started: float) ->
     if timeout <= 0:
         timeout = rpc.get_rpc_timeout()
     if timeout > 0:
-        # SimpleQueue.put and get are C: the RPC thread runs no Python frame to wake this one.
-        done: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        future.add_done_callback(done.put)
-        remaining = started + timeout - time.monotonic()
+        if arrivals is None:
+            arrivals = watch(future)
+        deadline = started + timeout
         try:
-            done.get(timeout=max(remaining, 0.0))
+            arrived = arrivals.get(timeout=max(deadline - time.monotonic(), 0.0))
         except queue.Empty:
-            raise RuntimeError(
-                f"RPC ran for more than the RemoteModule timeout ({timeout} s)"
-            ) from None
+            arrived = deadline + 1.0
+        if arrived > deadline:
+            raise RuntimeError(f"RPC ran for more than the RemoteModule timeout ({timeout} s)")
     return future.wait()
 
 

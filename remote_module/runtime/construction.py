@@ -195,11 +195,12 @@ def construct(
         creation,
         timeout=0,  # bounded below; the reply carries an RRef (see calls.wait_returning_rrefs)
     )
+    arrivals = calls.watch(future)  # the reply is judged by when it came, not when looked at
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
     record = Record(generated, *record_fields)
     initialise(remote_module, placement, None, generated, seconds, wire_dtype, record)
     try:
-        created = calls.wait_returning_rrefs(future, seconds, started)
+        created = calls.wait_returning_rrefs(future, seconds, started, arrivals)
     except RuntimeError as error:
         raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
     if isinstance(created, CreationFailure):
