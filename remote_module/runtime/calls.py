@@ -59,11 +59,7 @@ def call(
     floating tensors cast for the wire both ways: see :func:`_to_wire`)."""
     if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
         return _call_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
-    wired = remote_module.wire_dtype is not None
-    if wired:
-        remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
-        hints = None
-    future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs, wired)
+    future, first, filing, wired = _start(remote_module, method, remote_fn, args, hints, kwargs)
     try:
         result = future.wait()
     except Exception as error:  # the RPC's own error, or what the module raised there
@@ -92,11 +88,7 @@ def call_async(
     """
     if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
         return _call_async_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
-    wired = remote_module.wire_dtype is not None
-    if wired:
-        remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
-        hints = None
-    future, first, filing = _send(remote_module, method, remote_fn, args, hints, kwargs, wired)
+    future, first, filing, wired = _start(remote_module, method, remote_fn, args, hints, kwargs)
     result: Future[R] = Future()
 
     def settle(done: Future[Any]) -> None:
@@ -119,6 +111,23 @@ def call_async(
     else:
         _when_both_done(future, filing, lambda: settle(future))
     return result
+
+
+def _start(
+    remote_module: Any,
+    method: str,
+    remote_fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    hints: Sequence[tuple[Any, ...]] | None,
+    kwargs: Mapping[str, Any] | None,
+) -> tuple[Future[Any], bool, Future[Any] | None, bool]:
+    """Send a call (through the wire dtype's casts where there is one): what :func:`_send`
+    returns, and whether the call was cast for the wire."""
+    wired = remote_module.wire_dtype is not None
+    if wired:
+        remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
+        hints = None
+    return (*_send(remote_module, method, remote_fn, args, hints, kwargs, wired), wired)
 
 
 # What torch.compile runs in place of call/call_async, untraced: Dynamo breaks the graph at
