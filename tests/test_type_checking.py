@@ -123,3 +123,33 @@ def test_every_wrong_use_is_reported_on_its_line_and_nothing_else(
 ) -> None:
     assert len(_marked_lines()) >= 10
     assert errors.get("uses_wrong.py", set()) == _marked_lines()
+
+
+def test_generated_files_are_quiet_under_each_tools_defaults(project: Path, tmp_path: Path) -> None:
+    # A user's own tools, with no configuration of theirs: basedpyright in its default mode
+    # (no error, no warning), ruff check and ruff format --check (nothing to change).
+    user = tmp_path / "user"
+    shutil.copytree(project / "scorer", user / "scorer")
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    generated = str(user / "scorer" / "generated")
+    pyright = subprocess.run(
+        [_tool("basedpyright"), generated],
+        cwd=user,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert pyright.returncode == 0, pyright.stdout
+    assert "0 errors, 0 warnings" in pyright.stdout, pyright.stdout
+    for command in (["check", "--isolated"], ["format", "--check", "--isolated"]):
+        ruff = subprocess.run(
+            [_tool("ruff"), *command, generated],
+            cwd=user,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert ruff.returncode == 0, ruff.stdout + ruff.stderr
