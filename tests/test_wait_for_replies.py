@@ -1,4 +1,4 @@
-"""``calls.wait_returning_rrefs`` judges a reply by when it came, not by when the caller looked:
+"""``replies.wait_returning_rrefs`` judges a reply by when it came, not by when the caller looked:
 a reply that came within the timeout is taken even if the caller, busy meanwhile, looks late;
 one that came after it raises, even though it is there by now. In-process: torch futures, no
 RPC (the timeouts are the RemoteModule's own, kept on the caller)."""
@@ -11,7 +11,7 @@ import time
 import pytest
 from torch.futures import Future
 
-from remote_module.runtime import calls
+from remote_module.runtime import replies
 
 TIMEOUT = 0.2
 
@@ -19,11 +19,11 @@ TIMEOUT = 0.2
 def test_a_reply_in_time_is_taken_however_late_the_caller_looks() -> None:
     future: Future[str] = Future()
     started = time.monotonic()
-    arrivals = calls.watch(future)
+    arrivals = replies.watch(future)
     future.set_result("reply")
     while time.monotonic() < started + TIMEOUT * 2:  # the caller busy past the timeout
         pass
-    assert calls.wait_returning_rrefs(future, TIMEOUT, started, arrivals) == "reply"
+    assert replies.wait_returning_rrefs(future, TIMEOUT, started, arrivals) == "reply"
 
 
 def test_a_reply_after_the_timeout_raises_though_it_is_there() -> None:
@@ -31,17 +31,17 @@ def test_a_reply_after_the_timeout_raises_though_it_is_there() -> None:
     started = time.monotonic()
     while time.monotonic() < started + TIMEOUT * 2:  # the request took past the timeout to go
         pass
-    arrivals = calls.watch(future)
+    arrivals = replies.watch(future)
     future.set_result("reply")
     with pytest.raises(RuntimeError, match=r"more than the RemoteModule timeout \(0.2 s\)"):
-        calls.wait_returning_rrefs(future, TIMEOUT, started, arrivals)
+        replies.wait_returning_rrefs(future, TIMEOUT, started, arrivals)
 
 
 def test_no_reply_raises_at_the_timeout_and_a_later_one_is_still_received() -> None:
     future: Future[str] = Future()
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="more than the RemoteModule timeout"):
-        calls.wait_returning_rrefs(future, TIMEOUT, started)
+        replies.wait_returning_rrefs(future, TIMEOUT, started)
     waited = time.monotonic() - started
     assert TIMEOUT <= waited < TIMEOUT + 5.0, waited  # 5 s: slack for a loaded machine
     late = threading.Timer(0.01, future.set_result, ("late",))

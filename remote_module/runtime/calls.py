@@ -10,7 +10,6 @@ and waiting for replies that carry RRefs.
 from __future__ import annotations
 
 import operator
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,20 +24,14 @@ from remote_module._contract import CALL_PREFIX
 from remote_module.runtime import keys, owner, values
 from remote_module.runtime.errors import failure
 from remote_module.runtime.record import Record
+from remote_module.runtime.replies import wait_returning_rrefs
 
 try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call bookkeeping
     from torch._C._distributed_rpc import _invoke_rpc_torchscript
 except ImportError:  # pragma: no cover - a torch built without it
     _invoke_rpc_torchscript = None  # type: ignore[assignment]
 
-__all__ = [
-    "ask_owner_to_load",
-    "call",
-    "call_async",
-    "wait_for_owner",
-    "wait_returning_rrefs",
-    "watch",
-]
+__all__ = ["ask_owner_to_load", "call", "call_async", "wait_for_owner"]
 
 _call_prefix = operator.attrgetter(*CALL_PREFIX)  # one C call per send
 # The prefix after the module's reference (its key, or its RRef), which eager calls send first.
@@ -235,45 +228,6 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
         ask_owner_to_load(remote_module)
         raise failed from error
     record.pending = None
-
-
-def watch(future: Future[Any]) -> queue.SimpleQueue[float]:
-    """When ``future`` completes, the ``time.monotonic()`` it did: registered as soon as a
-    request is sent, so that :func:`wait_returning_rrefs` judges the reply by when it came,
-    not by when this side, busy meanwhile, looked."""
-    arrivals: queue.SimpleQueue[float] = queue.SimpleQueue()
-    future.add_done_callback(lambda _: arrivals.put(time.monotonic()))
-    return arrivals
-
-
-def wait_returning_rrefs(
-    future: Future[Any],
-    timeout: float,
-    started: float,
-    arrivals: queue.SimpleQueue[float] | None = None,
-) -> Any:
-    """Wait for a reply that carries RRefs, sent at ``started`` (``time.monotonic()``), and
-    take it if it came within ``timeout`` (an unset timeout means the RPC agent's default);
-    else raise, also where it has come by now (a reply the caller was too busy to look at in
-    time is on time; one whose request took the timeout to send is not).
-
-    The RPC itself is sent without a deadline: a reply that arrives after the caller gave up
-    is still unpickled and its RRefs released, so the owner forgets them; an RPC timeout would
-    drop the reply and leave its RRefs on the owner forever.
-    """
-    if timeout <= 0:
-        timeout = rpc.get_rpc_timeout()
-    if timeout > 0:
-        if arrivals is None:
-            arrivals = watch(future)
-        deadline = started + timeout
-        try:
-            arrived = arrivals.get(timeout=max(deadline - time.monotonic(), 0.0))
-        except queue.Empty:
-            arrived = deadline + 1.0
-        if arrived > deadline:
-            raise RuntimeError(f"RPC ran for more than the RemoteModule timeout ({timeout} s)")
-    return future.wait()
 
 
 def _send(

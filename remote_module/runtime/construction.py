@@ -26,7 +26,7 @@ import torch.distributed.rpc as rpc
 from torch import nn
 
 from remote_module import _contract
-from remote_module.runtime import calls, owner, registry
+from remote_module.runtime import calls, owner, registry, replies
 from remote_module.runtime.device import is_device_map_set, target
 from remote_module.runtime.errors import CreationFailure, creation_error, failure
 from remote_module.runtime.record import Record
@@ -193,14 +193,14 @@ def construct(
         placement.on,
         owner.create_interface_module,
         creation,
-        timeout=0,  # bounded below; the reply carries an RRef (see calls.wait_returning_rrefs)
+        timeout=0,  # bounded below; the reply carries an RRef (see runtime.replies)
     )
-    arrivals = calls.watch(future)  # the reply is judged by when it came, not when looked at
+    arrivals = replies.watch(future)  # the reply is judged by when it came, not when looked at
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
     record = Record(generated, *record_fields)
     initialise(remote_module, placement, None, generated, seconds, wire_dtype, record)
     try:
-        created = calls.wait_returning_rrefs(future, seconds, started, arrivals)
+        created = replies.wait_returning_rrefs(future, seconds, started, arrivals)
     except RuntimeError as error:
         raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
     if isinstance(created, CreationFailure):

@@ -169,7 +169,7 @@ def settle_first_call(record: Record, module_rref: Any, reply: FirstReply, owner
 def ask_owner_to_file(record: Record, module_rref: Any) -> Future[Any]:
     """Ask the owner to file a scripted module for this RemoteModule's keyed calls; the
     request's future. The reply carries the keeper RRef: sent without a deadline, so that a
-    late reply is still unpickled and its keeper released (``calls.wait_returning_rrefs``)."""
+    late reply is still unpickled and its keeper released (``runtime.replies``)."""
     generated = record.generated
     request = (
         module_rref,

@@ -21,9 +21,10 @@ from torch.nn.parameter import Parameter
 
 from remote_module._torchscript import use_script_stubs
 from remote_module.runtime import construction, owner, wire
-from remote_module.runtime.calls import wait_for_owner, wait_returning_rrefs
+from remote_module.runtime.calls import wait_for_owner
 from remote_module.runtime.errors import RemoteFailure, failure, reporting
 from remote_module.runtime.record import Record
+from remote_module.runtime.replies import wait_returning_rrefs
 from remote_module.runtime.values import move_to_device
 
 __all__ = ["RemoteModule"]
