@@ -84,13 +84,20 @@ def test_calls_cross_the_veth_pair_then_fail_fast_when_the_link_is_cut(
     owner_across_veth: tuple[TwoHosts, subprocess.Popen[bytes]],
 ) -> None:
     hosts, owner = owner_across_veth
-    plain = RemoteModule("worker1/cpu", torch.nn.Linear, args=(4, 2), timeout=3)
-    scripted = RemoteModule(
-        "worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface, timeout=3
+    # Built with a generous timeout: the owner's first creation, scripting and compiling on a
+    # loaded machine are not what this test times; the calls below use the short one.
+    built = RemoteModule("worker1/cpu", torch.nn.Linear, args=(4, 2), timeout=60)
+    built_scripted = RemoteModule(
+        "worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface, timeout=60
     )
     x = torch.ones(1, 4)
+    assert built(x).shape == (1, 2)
+    assert built_scripted.forward(x, scale=2.0).shape == (1, 4)
+    plain = RemoteModule.init_from_module_rref("worker1/cpu", built.module_rref, timeout=3)
+    scripted = RemoteModule.init_from_module_rref(
+        "worker1/cpu", built_scripted.module_rref, LinearInterface, timeout=3
+    )
     assert plain(x).shape == (1, 2)
-    assert scripted.forward(x, scale=2.0).shape == (1, 4)
     expected = scripted.forward(x)
     assert torch.equal(torch.jit.script(scripted).forward(x), expected)
     # The owner really is on the other side of the veth pair.
