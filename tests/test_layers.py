@@ -182,3 +182,14 @@ def test_the_cli_does_not_load_the_runtime() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)
+
+
+def test_importing_remote_module_loads_no_compiler() -> None:
+    # torch.compile support must not load torch._dynamo at import (about 1.7 s on every
+    # program, every worker): nothing of ours imports it.
+    probe = (
+        "import sys, torch\n"
+        "from remote_module import RemoteModule\n"
+        "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)
