@@ -174,16 +174,6 @@ def test_reserved_names_are_every_public_name_of_the_class() -> None:
     assert public == _contract.RESERVED_NAMES
 
 
-def test_the_cli_does_not_load_the_runtime() -> None:
-    probe = (
-        "import sys, remote_module.codegen.cli, remote_module.codegen.render, "
-        "remote_module.codegen.parse\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('remote_module.runtime'))\n"
-        "assert not loaded, loaded\n"
-    )
-    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)
-
-
 def test_importing_remote_module_loads_no_compiler() -> None:
     # torch.compile support must not load torch._dynamo at import (about 1.7 s on every
     # program, every worker): nothing of ours imports it.
