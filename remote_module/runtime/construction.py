@@ -38,6 +38,7 @@ __all__ = [
     "LOCAL_ATTRIBUTES",
     "MODULE_BOOKKEEPING",
     "OPTIONS",
+    "OPTION_DEFAULTS",
     "PICKLED_ATTRIBUTES",
     "Placement",
     "complete",
@@ -65,8 +66,10 @@ PICKLED_ATTRIBUTES = (
 # Local state that stays behind: nn.Module's own bookkeeping. Everything else a RemoteModule
 # knows is in its record, not in its __dict__.
 MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
-# The options a RemoteModule is built with: they travel with it, where set (see wire).
-OPTIONS = ("timeout", "wire_dtype")
+# The options a RemoteModule is built with, and their defaults: they travel with it where
+# set (see wire); one that arrived over RPC reads the defaults from its class.
+OPTION_DEFAULTS: dict[str, Any] = {"timeout": _UNSET_TIMEOUT, "wire_dtype": None}
+OPTIONS = tuple(OPTION_DEFAULTS)
 LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {"training", *OPTIONS}
 
 
@@ -110,14 +113,10 @@ def initialise(
         state.update(
             (name, value)
             for name, value in (("timeout", timeout), ("wire_dtype", wire_dtype))
-            if value != _DEFAULTS[name]
+            if value != OPTION_DEFAULTS[name]
         )
     remote_module._rm_record = record if record is not None else Record(generated)
     _check_attributes(remote_module, methods)
-
-
-# The options' defaults, which a RemoteModule that arrived over RPC reads from its class.
-_DEFAULTS: dict[str, Any] = {"timeout": _UNSET_TIMEOUT, "wire_dtype": None}
 
 
 def complete(remote_module: RemoteModule) -> None:
@@ -127,7 +126,7 @@ def complete(remote_module: RemoteModule) -> None:
     if "_parameters" not in state:
         for name, value in vars(nn.Module()).items():
             state.setdefault(name, value)
-    for name, value in _DEFAULTS.items():
+    for name, value in OPTION_DEFAULTS.items():
         state.setdefault(name, value)
 
 
@@ -272,7 +271,7 @@ def options_set(remote_module: RemoteModule) -> dict[str, Any]:
     return {
         name: remote_module.__dict__[name]
         for name in OPTIONS
-        if name in remote_module.__dict__ and remote_module.__dict__[name] != _DEFAULTS[name]
+        if name in remote_module.__dict__ and remote_module.__dict__[name] != OPTION_DEFAULTS[name]
     }
 
 

@@ -46,8 +46,7 @@ def failure(error: Exception, what: str, owner: str | int) -> Exception:
     own error as ``__cause__``, where the caller raises it ``from`` that). The type is the
     remote exception's own where torch could rebuild it (as torch does), else RuntimeError.
     A dead owner reads as such."""
-    qualified = f"RemoteModule.{what}" if what.isidentifier() else what
-    head = f"{qualified} on worker {owner!r} failed: "
+    head = _head(what, owner)
     if owner_gone(error):
         return RuntimeError(f"{head}worker {owner!r} is gone: its connection closed")
     remote = _remote_error(str(error))
@@ -102,11 +101,8 @@ class RemoteFailure(NamedTuple):
 
     def error(self, what: str, owner: str | int) -> Exception:
         """The exception to raise on the caller, named as :func:`failure` names one."""
-        kind = getattr(builtins, self.error_type, None)
-        if not (isinstance(kind, type) and issubclass(kind, Exception)):
-            kind = RuntimeError
-        qualified = f"RemoteModule.{what}" if what.isidentifier() else what
-        raised = kind(f"{qualified} on worker {owner!r} failed: {self.error_type}: {self.message}")
+        kind = _builtin_kind(self.error_type)
+        raised = kind(f"{_head(what, owner)}{self.error_type}: {self.message}")
         raised.remote_traceback = self.remote_traceback  # type: ignore[attr-defined]
         return raised
 
@@ -120,6 +116,18 @@ def reporting(fn: Callable[..., Any], *args: Any) -> Any:
         import traceback  # on the owner, once something failed
 
         return RemoteFailure(type(error).__name__, str(error), traceback.format_exc())
+
+
+def _head(what: str, owner: str | int) -> str:
+    """``RemoteModule.<method>`` (or the step, as given) ``on worker '<owner>' failed: ``."""
+    qualified = f"RemoteModule.{what}" if what.isidentifier() else what
+    return f"{qualified} on worker {owner!r} failed: "
+
+
+def _builtin_kind(name: str) -> type[Exception]:
+    """The builtin exception type called ``name``; RuntimeError for any other."""
+    kind = getattr(builtins, name, None)
+    return kind if isinstance(kind, type) and issubclass(kind, Exception) else RuntimeError
 
 
 def _remote_error(text: str) -> tuple[str, str, str] | None:
@@ -146,9 +154,7 @@ def _remote_error(text: str) -> tuple[str, str, str] | None:
 def creation_error(failed: CreationFailure, creator: str | None, owner: str | int) -> Exception:
     """The error ``module_cls`` raised on the owner, as its own builtin type (RuntimeError for
     any other), named once: the module's creator and the owner (a worker name, or a rank)."""
-    kind = getattr(builtins, failed.error_type, None)
-    if not (isinstance(kind, type) and issubclass(kind, Exception)):
-        kind = RuntimeError
+    kind = _builtin_kind(failed.error_type)
     where = worker_name(owner) if isinstance(owner, int) else owner
     return kind(
         f"RemoteModule: creating {creator or 'the module'} on worker '{where}' failed: "

@@ -29,8 +29,6 @@ from remote_module.runtime.values import move_to_device
 
 __all__ = ["RemoteModule"]
 
-_UNSET_TIMEOUT = float(rpc.constants.UNSET_RPC_TIMEOUT)
-
 _NOT_SUPPORTED = "Method ``{}`` not supported for RemoteModule"
 
 T = TypeVar("T", bound="RemoteModule")
@@ -327,7 +325,7 @@ wire.register_reducer(RemoteModule)
 # A RemoteModule received over RPC has in its __dict__ exactly what upstream's has (torch's own
 # test compares the keys): nn.Module's bookkeeping and the options' defaults come from here,
 # so that it is still callable as rm(x).
-_class_defaults = {**vars(nn.Module()), "timeout": _UNSET_TIMEOUT, "wire_dtype": None}
+_class_defaults = {**vars(nn.Module()), **construction.OPTION_DEFAULTS}
 for _name, _value in _class_defaults.items():
     setattr(RemoteModule, _name, _value)
 del _class_defaults, _name, _value
