@@ -7,6 +7,8 @@ calibrated once against its reference so that a repeat takes at least ``Sizes.mi
 
 from __future__ import annotations
 
+import os
+import signal
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -23,11 +25,23 @@ import benchmarks.generated  # noqa: F401  (build-time stubs, imported as a user
 import remote_module
 from benchmarks import interfaces
 from benchmarks.interfaces import TINY_FEATURES, TinyInterface, UngeneratedTinyInterface
-from benchmarks.spec import FLOOR, FLOOR_RREF, OURS, UPSTREAM, WIRE_MIB, Figure, Sizes
+from benchmarks.spec import (
+    CHECKPOINT_EVERY,
+    FLOOR,
+    FLOOR_RREF,
+    OURS,
+    TABLE_DIM,
+    TABLE_ROWS,
+    UPSTREAM,
+    WIRE_MIB,
+    Figure,
+    Sizes,
+)
 from remote_module.runtime.values import check_arguments
 
 OWNER = "worker1"
 REMOTE_DEVICE = f"{OWNER}/cpu"
+STANDBY = "worker2"  # a trio figure's third process
 ASYNC_IN_FLIGHT = 32
 
 Results = dict[str, dict[str, list[float]]]
@@ -436,6 +450,101 @@ def measure_memcpy(sizes: Sizes, repeats: int) -> Results:
     return interleave(rows, iters, repeats, {"64MiB": gbps(nbytes)})
 
 
+def _table(**options: Any) -> Any:
+    """The demo's embedding table as a RemoteModule on the owner, built as the demo builds it."""
+    import remote_module.examples.generated  # (its build-time stubs register on import)
+    from remote_module.examples.embedding import EmbeddingBagInterface, RemoteEmbeddingBag
+
+    return remote_module.RemoteModule(
+        REMOTE_DEVICE,
+        RemoteEmbeddingBag,
+        args=(TABLE_ROWS, TABLE_DIM, 0),
+        kwargs={"sparse": True},
+        module_interface_cls=EmbeddingBagInterface,
+        timeout=60.0,
+        **options,
+    )
+
+
+def _batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of the demo's size: 64 bags of 8 ids."""
+    generator = torch.Generator().manual_seed(0)
+    indices = torch.randint(0, TABLE_ROWS, (64 * 8,), generator=generator)
+    return indices, torch.arange(0, 64 * 8, 8)
+
+
+def measure_failover(sizes: Sizes, repeats: int) -> Results:
+    """One owner death per trio: the SIGKILL to the first forward that succeeds on the
+    standby; then the standby's own time to build the table (warm by then)."""
+    table = _table(standby=[f"{STANDBY}/cpu"])
+    indices, offsets = _batch()
+    table(indices, offsets)
+    table.checkpoint()
+    owner_pid = rpc.rpc_sync(OWNER, interfaces.pid)
+    os.kill(owner_pid, signal.SIGKILL)
+    killed = time.perf_counter()
+    try:
+        table(indices, offsets)
+    except remote_module.OwnerFailover:
+        pass
+    table(indices, offsets)
+    death_ms = (time.perf_counter() - killed) * 1e3
+    build_s = rpc.rpc_sync(STANDBY, interfaces.built_table_seconds, (TABLE_ROWS, TABLE_DIM))
+    return {"death_to_first_call": {OURS: [death_ms], "standby_build": [build_s * 1e3]}}
+
+
+def measure_checkpoint(sizes: Sizes, repeats: int) -> Results:
+    """Training steps of the demo's table without a standby and with checkpoint_every, A B A
+    B in whole intervals; then explicit checkpoints of it, per MiB."""
+    import torch.distributed.autograd as dist_autograd
+    from torch.distributed.optim import DistributedOptimizer
+
+    every = f"every_{CHECKPOINT_EVERY}"
+    tables = {
+        "none": _table(),
+        every: _table(standby=[f"{STANDBY}/cpu"], checkpoint_every=CHECKPOINT_EVERY),
+    }
+    indices, offsets = _batch()
+
+    def steps(table: Any) -> Loop:
+        optimizer = DistributedOptimizer(torch.optim.Adagrad, table.remote_parameters(), lr=0.1)
+
+        def loop(n: int) -> None:
+            for _ in range(n):
+                with dist_autograd.context() as context_id:
+                    loss = table(indices, offsets).sum()
+                    dist_autograd.backward(context_id, [loss])
+                    optimizer.step(context_id)
+
+        return loop
+
+    loops = {impl: steps(table) for impl, table in tables.items()}
+    checkpointed = tables[every]
+    state_mib = TABLE_ROWS * TABLE_DIM * 4 / 2**20
+
+    def checkpoints(n: int) -> None:
+        for _ in range(n):
+            checkpointed.checkpoint()
+
+    rows: dict[str, dict[str, Loop]] = {
+        "train_step": loops,
+        "checkpoint_per_mib": {"checkpoint": checkpoints},
+    }
+    iters = {
+        "train_step": calibrate(
+            loops["none"], sizes, min_iters=CHECKPOINT_EVERY, step=CHECKPOINT_EVERY
+        ),
+        "checkpoint_per_mib": calibrate(checkpoints, sizes, min_iters=4),
+    }
+    convert = {
+        "train_step": lambda elapsed, n: elapsed / n * 1e3,
+        "checkpoint_per_mib": lambda elapsed, n: elapsed / n * 1e3 / state_mib,
+    }
+    return interleave(
+        rows, iters, repeats, convert, sizes.blocks, steps={"train_step": CHECKPOINT_EVERY}
+    )
+
+
 PAIR_FIGURES: dict[str, Callable[[Sizes, int], Results]] = {
     "tiny_call": measure_tiny_call,
     "large_tensors": measure_large_tensors,
@@ -445,6 +554,8 @@ PAIR_FIGURES: dict[str, Callable[[Sizes, int], Results]] = {
     "jit_loop": measure_jit_loop,
     "type_check": measure_type_check,
     "memcpy": measure_memcpy,
+    "failover": measure_failover,
+    "checkpoint": measure_checkpoint,
 }
 
 

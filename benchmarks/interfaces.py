@@ -92,3 +92,22 @@ def floor_loop(owner: str, rref: RRef[TinyInterface], x: Tensor, n: int) -> Tens
     for _ in range(n):
         y = rpc.rpc_async(owner, run_script, (rref, x)).wait()
     return y
+
+
+def built_table_seconds(rows: int, dim: int) -> float:
+    """On the standby: how long building the demo's table takes there (create, script, load a
+    state of its size), as a promotion builds it."""
+    import time
+
+    from remote_module.examples.embedding import RemoteEmbeddingBag
+
+    start = time.perf_counter()
+    module = torch.jit.script(RemoteEmbeddingBag(rows, dim, 0, sparse=True))
+    module.load_state_dict({k: v.clone() for k, v in module.state_dict().items()})
+    return time.perf_counter() - start
+
+
+def pid() -> int:
+    import os
+
+    return os.getpid()

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.spec import DEFAULT_REPEATS, FIGURES, SHAPED_RATE, SIZES, Figure
+from benchmarks.spec import DEFAULT_REPEATS, FIGURES, OURS, SHAPED_RATE, SIZES, Figure
 from remote_module import _hosts
 from remote_module._process import end_processes, free_port
 
@@ -90,7 +90,8 @@ def run_workers(
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     )
-    ranks = [0] if figure.launch == "single" else [1, 0]  # the owner first
+    # The owner (and a trio's standby) first.
+    ranks = [0] if figure.launch == "single" else [1, 2, 0] if figure.launch == "trio" else [1, 0]
     processes: dict[int, subprocess.Popen[bytes]] = {}
     logs: dict[int, Path] = {}
     try:
@@ -119,16 +120,21 @@ def run_workers(
                     stdout=log,
                     stderr=subprocess.STDOUT,
                 )
-        _wait_all(processes, logs, tag, timeout_s)
+        _wait_all(processes, logs, tag, timeout_s, killed={1} if figure.kills_owner else set())
     finally:
         end_processes(list(processes.values()), grace_s=0)
     return json.loads(out.read_text())
 
 
 def _wait_all(
-    processes: dict[int, subprocess.Popen[bytes]], logs: dict[int, Path], tag: str, timeout_s: float
+    processes: dict[int, subprocess.Popen[bytes]],
+    logs: dict[int, Path],
+    tag: str,
+    timeout_s: float,
+    killed: frozenset[int] | set[int] = frozenset(),
 ) -> None:
-    """Until every process exits 0; the first failure (or the deadline) raises at once."""
+    """Until every process exits 0 (the ranks in ``killed``: or by SIGKILL, on purpose); the
+    first failure (or the deadline) raises at once."""
     deadline = time.monotonic() + timeout_s
     pending = dict(processes)
     while pending:
@@ -136,7 +142,7 @@ def _wait_all(
             code = process.poll()
             if code is None:
                 continue
-            if code != 0:
+            if code != 0 and not (rank in killed and code == -signal.SIGKILL):
                 raise BenchmarkError(f"{tag}: rank {rank} exited with {code}\n" + _tail(logs[rank]))
             del pending[rank]
         if not pending:
@@ -308,6 +314,12 @@ def summarize(figure: Figure, samples: Samples, repeats: int, size: str) -> dict
                 paired = [a / b for a, b in zip(measured[impl], reference, strict=True)]
                 entry["ratios"][impl] = _spread(paired)
         rows[row.name] = entry
+    if figure.name == "failover":  # what the failover adds beyond building the module there
+        deaths = samples["death_to_first_call"][OURS]
+        builds = samples["death_to_first_call"]["standby_build"]
+        rows["death_to_first_call"]["beyond_build_ms"] = _spread(
+            [death - build for death, build in zip(deaths, builds, strict=True)]
+        )
     if figure.name == "type_check":  # the checks' share of a call: timed alone / call
         checks = samples["checks_alone"]["checks"]
         calls = samples["sync_scriptable"]["off"]

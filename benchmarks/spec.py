@@ -17,8 +17,9 @@ FLOOR_RREF = "floor_rref"  # the floor with the RRef in the arguments, for refer
 # A figure runs in one pair of processes (``pair``), a new pair per repeat and implementation
 # (``fresh``), one process without RPC (``single``), a new bare interpreter per repeat and
 # implementation (``interpreter``), or a pair across two network namespaces whose veth link is
-# shaped (``shaped``: needs root, iproute2 and tc; skipped with the reason elsewhere).
-Launch = Literal["pair", "fresh", "single", "interpreter", "shaped"]
+# shaped (``shaped``: needs root, iproute2 and tc; skipped with the reason elsewhere), or a
+# caller, an owner and the owner's standby (``trio``: ranks 0, 1, 2).
+Launch = Literal["pair", "fresh", "single", "interpreter", "shaped", "trio"]
 Size = Literal["smoke", "full"]
 
 
@@ -45,6 +46,8 @@ class Figure:
     # A ``pair`` figure whose every repeat gets a process pair of its own: where what one pair
     # happens to be (its threads' cores, its heap) moves a ratio more than the repeats do.
     pair_per_repeat: bool = False
+    # The figure SIGKILLs its owner (rank 1) on purpose: its exit is not a failure.
+    kills_owner: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ _KEYED = (OURS, UPSTREAM, FLOOR, FLOOR_RREF)
 _US = "us/call"
 WIRE_MIB = 16
 SHAPED_RATE = "1gbit"
+# The demo's embedding table (remote_module.examples.embedding), and its checkpoint interval.
+TABLE_ROWS, TABLE_DIM, CHECKPOINT_EVERY = 100_000, 16, 50
 
 FIGURES: tuple[Figure, ...] = (
     Figure(
@@ -304,6 +309,51 @@ FIGURES: tuple[Figure, ...] = (
             ),
         ),
         "caller-side argument checks on the tiny scriptable sync call",
+    ),
+    Figure(
+        "failover",
+        "trio",
+        (
+            Row(
+                "death_to_first_call",
+                "ms",
+                (OURS, "standby_build"),
+                "standby_build",
+                description="from the owner's SIGKILL to the first successful forward on its "
+                "standby (the call that meets the death raises OwnerFailover; the next one "
+                "succeeds), the demo's embedding table with a checkpoint; standby_build: "
+                "creating, scripting and loading that table on the standby, timed there "
+                "(afterwards, warm: what the failover adds beyond it is at most the difference)",
+            ),
+        ),
+        "a caller, an owner and its standby; a new trio per repeat (each repeat kills one)",
+        pair_per_repeat=True,
+        kills_owner=True,
+    ),
+    Figure(
+        "checkpoint",
+        "trio",
+        (
+            Row(
+                "train_step",
+                "ms",
+                ("none", f"every_{CHECKPOINT_EVERY}"),
+                "none",
+                description=f"one training step of the demo's table ({TABLE_ROWS:,} x "
+                f"{TABLE_DIM} EmbeddingBag, sparse gradients): forward, dist_autograd backward, "
+                "DistributedOptimizer(Adagrad) step; no standby vs standby with "
+                f"checkpoint_every={CHECKPOINT_EVERY} (the owner snapshots the table and "
+                "sends it to the standby in the background)",
+            ),
+            Row(
+                "checkpoint_per_mib",
+                "ms/MiB",
+                ("checkpoint",),
+                None,
+                description="rm.checkpoint() of that table, owner to standby, per MiB of state",
+            ),
+        ),
+        "a caller, an owner and its standby",
     ),
     Figure(
         "memcpy",

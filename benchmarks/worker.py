@@ -1,6 +1,7 @@
 """One benchmark process: ``python -m benchmarks.worker FIGURE RANK PORT SIZE REPEATS OUT
 [IMPL]``. Rank 0 (``worker0``) measures and writes JSON to OUT; rank 1 (``worker1``) owns the
-modules. A ``single`` figure runs rank 0 alone, without RPC."""
+modules; in a ``trio`` figure rank 2 (``worker2``) is the owner's standby. A ``single`` figure
+runs rank 0 alone, without RPC."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import gc
 import json
 import os
 import sys
+import time
 import traceback
 import warnings
 
@@ -49,7 +51,8 @@ def main(argv: list[str]) -> int:
         rpc_timeout=RPC_TIMEOUT_S,
         **over_tcp,  # type: ignore[arg-type]
     )
-    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=2, rpc_backend_options=options)
+    world_size = 3 if spec.launch == "trio" else 2
+    rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world_size, rpc_backend_options=options)
     if rank == 0:
         try:
             result = figures.measure(spec, SIZES[size], repeats, impl)
@@ -57,6 +60,14 @@ def main(argv: list[str]) -> int:
             rpc.shutdown(graceful=False)
             raise
         _write(out, result)
+    if spec.kills_owner:
+        # A graceful shutdown would wait for the killed owner: the others serve until rank 0
+        # has written its figures, then everyone leaves at once.
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
+        while rank != 0 and not os.path.exists(out) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rpc.shutdown(graceful=False)
+        return 0
     try:
         rpc.shutdown(graceful=True, timeout=SHUTDOWN_TIMEOUT_S)
     except RuntimeError as error:

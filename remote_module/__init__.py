@@ -13,10 +13,12 @@ from remote_module import _generated  # noqa: F401
 from remote_module._interface import interface
 from remote_module._version import __version__
 from remote_module.runtime.device import RemoteDevice, parse_remote_device
+from remote_module.runtime.errors import OwnerFailover
 from remote_module.runtime.module import RemoteModule
 from remote_module.runtime.values import set_type_checking, type_checking
 
 __all__ = [
+    "OwnerFailover",
     "RemoteDevice",
     "RemoteModule",
     "__version__",

@@ -117,6 +117,50 @@ def test_demo_learns_the_held_out_split(
     assert summary["last_loss_mean"] <= summary["first_loss_mean"] / 2, summary["losses"]
 
 
+def test_killing_the_parameter_server_fails_over_and_training_goes_on(tmp_path: Path) -> None:
+    kill_at, every = 20, 10
+    result = _demo(
+        *SMALL,
+        "--kill-owner-at",
+        str(kill_at),
+        "--checkpoint-every",
+        str(every),
+        "--eval-every",
+        "10",
+        "--json",
+        "summary.json",
+        "--plot",
+        "loss.png",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    failover = summary["failover"]
+    assert failover["killed_at_step"] == kill_at and failover["step"] == kill_at
+    assert (failover["failed_owner"], failover["new_owner"]) == ("ps", "ps-standby")
+    # Every trainer met the death at that step and went on from a checkpoint of the
+    # background ones (after every 10 calls: one eval and 20 steps per trainer make 42).
+    assert [entry["trainer"] for entry in failover["trainers"]] == [0, 1]
+    assert all(entry["step"] == kill_at for entry in failover["trainers"])
+    assert failover["checkpoint_version"] is not None and failover["checkpoint_version"] >= 1
+    assert 0 <= failover["steps_lost"] <= every
+    assert 0 < failover["seconds"] < 60
+    # Training went on: every step ran, and the held-out split is learnt all the same.
+    assert len(summary["losses"]) == 40
+    assert summary["remote_calls"] >= 80
+    assert summary["held_out_accuracy"] >= 0.9, summary["evaluations"]
+    assert "failover" in result.stdout and "ps-standby took over" in result.stdout
+    plotted = tmp_path / "loss.png"
+    assert plotted.is_file() or "needs matplotlib" in result.stderr
+
+
+def test_kill_owner_at_must_be_a_step_of_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        cli.parse(["--steps", "10", "--kill-owner-at", "10"])
+    assert raised.value.code == 2
+    assert "--kill-owner-at" in capsys.readouterr().err
+
+
 def test_a_run_prints_no_warning_and_no_bar_when_not_on_a_terminal(
     first_run: tuple[subprocess.CompletedProcess[str], Path],
 ) -> None:

@@ -401,7 +401,9 @@ def test_exactly_six_attributes_cross_the_wire_in_order(scaled_rm: RemoteModule)
     probe.local_note = "stays here"
     # what the RPC pickler does with a RemoteModule
     _, values = _internal_rpc_pickler._class_reducer_dict[RemoteModule](probe)
-    *sent, options = values[1:]  # after the class: the six, then the options set
+    # after the class: the six, then the options set, then the failover plan (None: no standby)
+    *sent, options, plan = values[1:]
+    assert plan is None
     assert len(sent) == len(PICKLED_ATTRIBUTES)
     assert tuple(sent[:4]) == ("worker1", "cpu", False, True)
     assert "serialized rref" in sent[5:]

@@ -299,6 +299,8 @@ def test_constructor_signature_and_argument_errors() -> None:
         "_module_interface_cls",
         "timeout",
         "wire_dtype",
+        "standby",
+        "checkpoint_every",
     ]
     with pytest.raises(TypeError, match=r"remote_device.*module_cls"):
         RemoteModule()  # type: ignore[call-arg]

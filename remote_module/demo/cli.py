@@ -43,6 +43,10 @@ def parse(argv: Sequence[str] | None) -> DemoConfig:
         parser.error("--eval-every must not be negative")
     if not math.isfinite(options.lr) or options.timeout <= 0:
         parser.error("--lr must be finite and --timeout positive")
+    if options.kill_owner_at is not None and not 0 <= options.kill_owner_at < options.steps:
+        parser.error("--kill-owner-at must be a step of this run: 0 <= STEP < --steps")
+    if options.checkpoint_every < 1:
+        parser.error("--checkpoint-every must be at least 1")
     if options.resume and not Path(options.resume).is_file():
         parser.error(f"--resume: no such file: {options.resume}")
     progress = options.progress
@@ -63,6 +67,8 @@ def parse(argv: Sequence[str] | None) -> DemoConfig:
         resume=options.resume,
         timeout=options.timeout,
         progress=progress,
+        kill_owner_at=options.kill_owner_at,
+        checkpoint_every=options.checkpoint_every,
     )
 
 
@@ -154,6 +160,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.timeout,
         metavar="SECONDS",
         help="bound on every RPC and on joining the group (default: %(default)s)",
+    )
+    add(
+        "--kill-owner-at",
+        type=int,
+        metavar="STEP",
+        help="start a standby for the parameter server, SIGKILL the parameter server at this "
+        "step, and train on: the standby takes the embedding over from its newest checkpoint "
+        "(default: no failover)",
+    )
+    add(
+        "--checkpoint-every",
+        type=int,
+        default=defaults.checkpoint_every,
+        metavar="N",
+        help="with --kill-owner-at: the parameter server checkpoints the embedding to its "
+        "standby after every N calls (default: %(default)s)",
     )
     add(
         "--progress",

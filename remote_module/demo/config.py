@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MASTER, PS, FIRST_TRAINER = 0, 1, 2
+# With --kill-owner-at, one more worker (the last rank) stands by for the parameter server.
+STANDBY = "ps-standby"
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,19 @@ class DemoConfig:
     resume: str | None = None
     timeout: float = 120.0
     progress: bool = False
+    kill_owner_at: int | None = None
+    checkpoint_every: int = 50
+
+    @property
+    def world_size(self) -> int:
+        """master, ps, the trainers, and with ``--kill-owner-at`` the standby."""
+        return FIRST_TRAINER + self.trainers + (self.kill_owner_at is not None)
+
+    def name(self, rank: int) -> str:
+        """The RPC name of ``rank`` in this run (the standby's included)."""
+        if self.kill_owner_at is not None and rank == self.world_size - 1:
+            return STANDBY
+        return worker_name(rank)
 
 
 def worker_name(rank: int) -> str:

@@ -20,7 +20,7 @@ import torch.distributed.rpc as rpc
 
 from remote_module._process import end_processes, exit_now, exit_when_orphaned, free_ports
 from remote_module.demo import roles
-from remote_module.demo.config import FIRST_TRAINER, MASTER, DemoConfig, worker_name
+from remote_module.demo.config import FIRST_TRAINER, MASTER, PS, DemoConfig
 
 # TorchScript's deprecation notices, for the demo's purposeful use of it: scripting the
 # feature extractor and the stubs, DistributedOptimizer scripting functional optimizers, and
@@ -75,6 +75,14 @@ def quiet_torchscript_notices() -> None:
 
 def _join_from_env(config: DemoConfig) -> int:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if config.kill_owner_at is not None:
+        # torchrun ends the whole group when one of its workers dies.
+        print(
+            "remote-module demo: error: --kill-owner-at runs only with the workers this command "
+            "spawns (not under torchrun)",
+            file=sys.stderr,
+        )
+        return 2
     if world_size != FIRST_TRAINER + config.trainers:
         print(
             f"remote-module demo: error: WORLD_SIZE={world_size} but --trainers "
@@ -90,14 +98,14 @@ def _join_from_env(config: DemoConfig) -> int:
 
 def _spawn_all(config: DemoConfig) -> int:
     """Start every worker on 127.0.0.1, wait, and clean up on success, error and Ctrl-C."""
-    world_size = FIRST_TRAINER + config.trainers
+    world_size = config.world_size
     port, store_port = free_ports(2)
     context = multiprocessing.get_context("spawn")
     processes = [
         context.Process(
             target=_spawned_worker,
             args=(rank, world_size, config, port, store_port),
-            name=worker_name(rank),
+            name=config.name(rank),
             daemon=False,
         )
         for rank in range(world_size)
@@ -116,8 +124,16 @@ def _spawn_all(config: DemoConfig) -> int:
 def _supervise(processes: list[Any], config: DemoConfig) -> int:
     master = processes[MASTER]
     deadline = time.monotonic() + config.timeout + 60 + config.steps * 2.0
+    # With --kill-owner-at the parameter server dies by SIGKILL on purpose.
+    killed = {processes[PS].name} if config.kill_owner_at is not None else set()
+
+    def ended_well(process: Any) -> bool:
+        return process.exitcode == 0 or (
+            process.name in killed and process.exitcode == -signal.SIGKILL
+        )
+
     while True:
-        failed = [p for p in processes if p.exitcode not in (None, 0)]
+        failed = [p for p in processes if p.exitcode is not None and not ended_well(p)]
         if failed:
             names = ", ".join(f"{p.name} (exit {p.exitcode})" for p in failed)
             print(f"remote-module demo: failed: {names}", file=sys.stderr)
@@ -125,7 +141,7 @@ def _supervise(processes: list[Any], config: DemoConfig) -> int:
         if master.exitcode == 0:
             for process in processes:
                 process.join(timeout=30)
-            return 0 if all(p.exitcode == 0 for p in processes) else 1
+            return 0 if all(ended_well(p) for p in processes) else 1
         if time.monotonic() > deadline:
             print("remote-module demo: timed out waiting for the workers", file=sys.stderr)
             return 1
@@ -167,27 +183,45 @@ def _run_worker(
             wait_for_workers=False,
             timeout=timedelta(seconds=config.timeout),
         )
-        if rank >= FIRST_TRAINER:
+        if FIRST_TRAINER <= rank < FIRST_TRAINER + config.trainers:
             dist.init_process_group(
                 "gloo",
                 store=dist.PrefixStore("trainers", store),
                 rank=rank - FIRST_TRAINER,
-                world_size=world_size - FIRST_TRAINER,
+                world_size=config.trainers,
             )
         rpc.init_rpc(
-            worker_name(rank), rank=rank, world_size=world_size, rpc_backend_options=options
+            config.name(rank), rank=rank, world_size=world_size, rpc_backend_options=options
         )
         if rank == MASTER:
             roles.master(config)
+        if config.kill_owner_at is not None:
+            _leave_without_the_dead(store, rank, config)
     except Exception as error:  # one clear line, then the supervisor stops everyone
-        print(f"remote-module demo: {worker_name(rank)}: {_one_line(error)}", file=sys.stderr)
+        print(f"remote-module demo: {config.name(rank)}: {_one_line(error)}", file=sys.stderr)
         if os.environ.get("REMOTE_MODULE_DEMO_DEBUG"):
             traceback.print_exc()
         return 1
-    rpc.shutdown(graceful=True)
+    rpc.shutdown(graceful=config.kill_owner_at is None)
     if dist.is_initialized():
         dist.destroy_process_group()
     return 0
+
+
+def _leave_without_the_dead(store: Any, rank: int, config: DemoConfig) -> None:
+    """A graceful ``rpc.shutdown`` waits for every worker, the killed parameter server too.
+    After a failover the master says instead when the run is over (a key in its store), each
+    live worker says it saw that, and the master, which hosts the store, leaves last."""
+    deadline = timedelta(seconds=config.timeout + 60 + config.steps * 2.0)
+    if rank != MASTER:
+        store.wait(["done"], deadline)
+        store.add("left", 1)
+        return
+    store.set("done", "1")
+    others = config.world_size - 2  # all but the master and the parameter server
+    give_up = time.monotonic() + config.timeout
+    while store.add("left", 0) < others and time.monotonic() < give_up:
+        time.sleep(0.05)
 
 
 def _prepare_worker_process() -> None:

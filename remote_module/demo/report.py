@@ -61,7 +61,7 @@ def summary(
         {"step": e.step, "accuracy": round(e.accuracy, 4), "loss": round(e.loss, 4)}
         for e in stats[0].evaluations  # every trainer holds the same, all-reduced figures
     ]
-    return {
+    result = {
         "trainers": config.trainers,
         "steps": config.steps,
         "first_step": first_step,
@@ -85,6 +85,31 @@ def summary(
         "evaluations": evaluations,
         "embedding_weight_norm": round(norm, 4),
         "losses": [round(loss, 5) for loss in lead],
+    }
+    if config.kill_owner_at is not None:
+        result["failover"] = failover_summary(config, stats)
+    return result
+
+
+def failover_summary(config: DemoConfig, stats: list[TrainerStats]) -> dict[str, Any] | None:
+    """With ``--kill-owner-at``: the step the parameter server was killed at, and what each
+    trainer met (the step, how long from the failed attempt to its first call on the new
+    owner, the checkpoint version loaded, the steps of updates lost); the headline figures
+    are the lead trainer's, which killed it, and the slowest takeover."""
+    met = [dict(entry, trainer=index) for index, s in enumerate(stats) for entry in s.failovers]
+    if not met:
+        return {"killed_at_step": config.kill_owner_at, "trainers": []}
+    lead = next((entry for entry in met if entry["trainer"] == 0), met[0])
+    return {
+        "killed_at_step": config.kill_owner_at,
+        "step": lead["step"],
+        "failed_owner": lead["failed_owner"],
+        "new_owner": lead["new_owner"],
+        "checkpoint_version": lead["checkpoint_version"],
+        "seconds": max(entry["seconds"] for entry in met),
+        "steps_lost": lead["steps_lost"],
+        "checkpoint_every": config.checkpoint_every,
+        "trainers": met,
     }
 
 
@@ -113,6 +138,20 @@ def table(summary: dict[str, Any]) -> str:
             f"{before['loss']:.4f} -> {after['loss']:.4f} (chance {math.log(NUM_CLASSES):.4f})",
         ),
     ]
+    failover = summary.get("failover")
+    if failover is not None and "step" in failover:
+        version = failover["checkpoint_version"]
+        rows.append(
+            (
+                "failover",
+                f"{failover['failed_owner']} killed at step {failover['step']}; "
+                f"{failover['new_owner']} took over in {failover['seconds']:.2f} s from "
+                f"checkpoint {version if version is not None else '(none)'}, "
+                f"about {failover['steps_lost']} steps of updates lost",
+            )
+        )
+    elif failover is not None:
+        rows.append(("failover", "none: no trainer met the killed parameter server"))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
@@ -152,6 +191,16 @@ def plot(summary: dict[str, Any], path: str) -> bool:
     accuracy_axis.set_xlabel("step")
     accuracy_axis.set_ylabel("held-out accuracy (%)")
     accuracy_axis.set_ylim(0, 100)
+    failover = summary.get("failover")
+    if failover is not None and "step" in failover:
+        for axis in (loss_axis, accuracy_axis):
+            axis.axvline(
+                failover["step"],
+                color="red",
+                linestyle=":",
+                label=f"failover ({failover['new_owner']})",
+            )
+        loss_axis.legend()
     accuracy_axis.legend()
     figure.suptitle("remote_module demo")
     figure.tight_layout()

@@ -18,7 +18,7 @@ from torch.nn import functional
 from torch.nn.parallel import DistributedDataParallel
 
 from remote_module.demo import report
-from remote_module.demo.config import FIRST_TRAINER, PS, DemoConfig, worker_name
+from remote_module.demo.config import FIRST_TRAINER, PS, STANDBY, DemoConfig, worker_name
 from remote_module.demo.data import NUM_CLASSES, Bags, SyntheticBags
 
 # How often a trainer tells the master's progress bar about its steps.
@@ -45,6 +45,8 @@ class TrainerStats:
     seconds: float = 0.0
     samples: int = 0
     head_state: dict[str, Any] | None = None
+    # Each OwnerFailover this trainer met (with --kill-owner-at): see _Failover.
+    failovers: list[dict[str, Any]] = field(default_factory=list)
 
 
 def master(config: DemoConfig) -> None:
@@ -55,6 +57,9 @@ def master(config: DemoConfig) -> None:
     from remote_module.examples.embedding import EmbeddingBagInterface, RemoteEmbeddingBag
 
     checkpoint = torch.load(config.resume, weights_only=True) if config.resume else None
+    failover: dict[str, Any] = {}
+    if config.kill_owner_at is not None:  # a standby keeps the table's newest checkpoint
+        failover = {"standby": [f"{STANDBY}/cpu"], "checkpoint_every": config.checkpoint_every}
     embedding: Any = RemoteModule(
         f"{worker_name(PS)}/cpu",
         RemoteEmbeddingBag,
@@ -62,6 +67,7 @@ def master(config: DemoConfig) -> None:
         kwargs={"sparse": True},  # each step updates the rows it touched, not the table
         module_interface_cls=EmbeddingBagInterface,
         timeout=config.timeout,
+        **failover,
     )
     if checkpoint is not None:
         embedding.load_remote_state_dict(checkpoint["embedding"])
@@ -92,7 +98,7 @@ def master(config: DemoConfig) -> None:
         if progress is not None:
             progress.close()
     elapsed = time.perf_counter() - started
-    summary = report.summary(config, stats, elapsed, first_step, embedding.weight_norm())
+    summary = report.summary(config, stats, elapsed, first_step, _after_failover(embedding))
     print(report.table(summary))
     if config.checkpoint:
         torch.save(
@@ -124,6 +130,90 @@ class Features(nn.Module):
         return pooled * torch.rsqrt(pooled.pow(2).mean(dim=1, keepdim=True) + 1e-6)
 
 
+def _after_failover(embedding: Any) -> float:
+    """The embedding's weight norm; the master's own copy meets a killed parameter server
+    here first, and asks again on the new owner."""
+    from remote_module import OwnerFailover
+
+    try:
+        return float(embedding.weight_norm())
+    except OwnerFailover:
+        return float(embedding.weight_norm())
+
+
+def _features(embedding: Any, config: DemoConfig) -> nn.Module:
+    """The feature extractor, scripted; with ``--kill-owner-at`` eager, so that its calls
+    raise OwnerFailover and count towards the owner's checkpoints (TorchScript code sends
+    straight to the owner it was scripted with, and raises torch's own error)."""
+    features = Features(embedding)
+    return features if config.kill_owner_at is not None else torch.jit.script(features)
+
+
+class _Failover:
+    """A trainer's side of ``--kill-owner-at``: the lead trainer has the parameter server
+    killed at the chosen step; every trainer that meets the dead owner (an ``OwnerFailover``
+    from any remote call, or a failed backward pass or optimizer step, which a cheap
+    RemoteModule call then tells apart from other errors) rebuilds its optimizer from the
+    new owner's parameters and redoes the step."""
+
+    def __init__(self, config: DemoConfig, index: int) -> None:
+        self.kill_at = config.kill_owner_at
+        self.lead = index == 0
+        self.every = config.checkpoint_every
+        self.trainers = config.trainers
+
+    def kill_if_due(self, step: int) -> None:
+        """At the chosen step, between two steps of every trainer, the lead trainer has the
+        parameter server SIGKILL itself and waits until it is gone; the trainers then meet
+        the dead owner at the same step, and their DDP collectives stay in step."""
+        if step != self.kill_at:
+            return
+        dist.barrier()
+        if self.lead:
+            dying = rpc.rpc_async(worker_name(PS), _die)  # no reply ever comes
+            try:
+                dying.wait()
+            except RuntimeError:  # its connection closed: it is gone
+                pass
+        dist.barrier()
+
+    def met(self, embedding: Any, error: Exception) -> Any:
+        """The OwnerFailover behind ``error``, or None where the owner is alive (the error
+        is then the caller's to raise)."""
+        from remote_module import OwnerFailover
+
+        if isinstance(error, OwnerFailover):
+            return error
+        try:
+            embedding.remote_parameters()  # promotes if the owner is gone
+        except OwnerFailover as failover:
+            return failover
+        return None
+
+    def record(
+        self, stats: TrainerStats, failover: Any, step: int, took_s: float, calls: int
+    ) -> None:
+        version = failover.checkpoint_version
+        lost_calls = calls - (version or 0) * self.every  # all holders' calls count
+        stats.failovers.append(
+            {
+                "step": step,
+                "failed_owner": failover.failed_owner,
+                "new_owner": failover.new_owner,
+                "checkpoint_version": version,
+                "seconds": round(took_s, 3),
+                "steps_lost": max(0, round(lost_calls / self.trainers)),
+            }
+        )
+
+
+def _die() -> None:
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _train(
     embedding: Any,
     config: DemoConfig,
@@ -137,35 +227,78 @@ def _train(
 
     if config.batch_size <= 0:
         raise ValueError(f"--batch-size must be positive, got {config.batch_size}")
-    features = torch.jit.script(Features(embedding))
+    features = _features(embedding, config)
     torch.manual_seed(config.seed)  # the head starts the same in every run
     head = nn.Linear(config.embedding_dim, NUM_CLASSES)
     if head_state is not None:
         head.load_state_dict(head_state)
     model = DistributedDataParallel(head)
-    parameters = embedding.remote_parameters() + [rpc.RRef(p) for p in model.parameters()]
-    optimizer = DistributedOptimizer(torch.optim.Adagrad, parameters, lr=config.lr)
+
+    def optimizer_now() -> Any:  # again after a failover: the new owner's parameters
+        parameters = embedding.remote_parameters() + [rpc.RRef(p) for p in model.parameters()]
+        return DistributedOptimizer(torch.optim.Adagrad, parameters, lr=config.lr)
+
+    optimizer = optimizer_now()
     data = SyntheticBags(config.num_embeddings, config.seed)
     held_out = data.held_out().share(index, config.trainers)
     stats = TrainerStats()
     reporter = _ProgressReporter(progress, lead=index == 0)
-    stats.evaluations.append(_evaluate(features, head, held_out, first_step))
+    failover = _Failover(config, index)
+    calls = 0  # this trainer's calls of the embedding, for the updates a failover lost
+
+    def evaluate(step: int) -> Evaluation:
+        nonlocal calls, optimizer
+        began = time.perf_counter()
+        while True:
+            try:
+                calls += 1
+                return _evaluate(features, head, held_out, step)
+            except RuntimeError as error:
+                met = failover.met(embedding, error)
+                if met is None:
+                    raise
+                optimizer = optimizer_now()
+                took_s = time.perf_counter() - began
+                failover.record(stats, met, step, took_s, (calls - 1) * config.trainers)
+
+    stats.evaluations.append(evaluate(first_step))
     started = time.perf_counter()
     for step in range(first_step, first_step + config.steps):
         batch = data.training_batch(step, index, config.batch_size)
-        with dist_autograd.context() as context_id:
-            call_started = time.perf_counter()
-            pooled = features(batch.indices, batch.offsets)
-            stats.remote_seconds += time.perf_counter() - call_started
-            stats.remote_calls += 1
-            loss = functional.cross_entropy(model(pooled), batch.labels)
-            dist_autograd.backward(context_id, [loss])
-            optimizer.step(context_id)
+        failover.kill_if_due(step)
+        # A failover met in this step: it, when the failed attempt began, and how many calls
+        # of this trainer had reached the old owner.
+        pending: tuple[Any, float, int] | None = None
+        while True:  # once, or again after a failover
+            attempt_started = time.perf_counter()
+            try:
+                with dist_autograd.context() as context_id:
+                    calls += 1
+                    pooled = features(batch.indices, batch.offsets)
+                    stats.remote_seconds += time.perf_counter() - attempt_started
+                    stats.remote_calls += 1
+                    if pending is not None:  # the first call that reached the new owner
+                        met, failed_at, reached = pending
+                        took_s = time.perf_counter() - failed_at
+                        failover.record(stats, met, step, took_s, reached * config.trainers)
+                        pending = None
+                    loss = functional.cross_entropy(model(pooled), batch.labels)
+                    dist_autograd.backward(context_id, [loss])
+                    optimizer.step(context_id)
+            except RuntimeError as error:
+                met = failover.met(embedding, error)
+                if met is None:
+                    raise
+                optimizer = optimizer_now()
+                if pending is None:  # the calls that reached the old owner: all but this one
+                    pending = (met, attempt_started, calls - 1)
+                continue
+            break
         stats.losses.append(float(loss.item()))
         done = step + 1
         last = done == first_step + config.steps
         if last or (config.eval_every and (done - first_step) % config.eval_every == 0):
-            stats.evaluations.append(_evaluate(features, head, held_out, done))
+            stats.evaluations.append(evaluate(done))
         reporter.step(stats.losses[-1], stats.evaluations[-1].accuracy, last)
     stats.seconds = time.perf_counter() - started
     stats.samples = config.steps * config.batch_size

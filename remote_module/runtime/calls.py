@@ -23,8 +23,8 @@ from torch.futures import Future
 
 from remote_module import _contract
 from remote_module._contract import CALL_PREFIX
-from remote_module.runtime import keys, owner, values
-from remote_module.runtime.errors import failure
+from remote_module.runtime import failover, keys, owner, values
+from remote_module.runtime.errors import failure, owner_gone
 from remote_module.runtime.record import Record
 from remote_module.runtime.replies import wait_returning_rrefs
 
@@ -54,11 +54,13 @@ def call(
     floating tensors cast for the wire both ways: see :func:`_to_wire`)."""
     if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
         return _call_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
-    future, first, filing, wired = _start(remote_module, method, remote_fn, args, hints, kwargs)
+    plan = remote_module._rm_record.failover
+    at = 0 if plan is None else plan.position  # the seat it goes to (see runtime.failover)
+    future, first, filing, wired = _start(remote_module, method, remote_fn, args, hints, kwargs, at)
     try:
         result = future.wait()
     except Exception as error:  # the RPC's own error, or what the module raised there
-        raise _named(error, remote_module, method) from error
+        raise failover.failed(remote_module, error, method, at) from error
     if filing is not None:
         _await_filing(remote_module, filing)
     if first:
@@ -83,7 +85,9 @@ def call_async(
     """
     if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
         return _call_async_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
-    future, first, filing, wired = _start(remote_module, method, remote_fn, args, hints, kwargs)
+    plan = remote_module._rm_record.failover
+    at = 0 if plan is None else plan.position  # the seat it goes to (see runtime.failover)
+    future, first, filing, wired = _start(remote_module, method, remote_fn, args, hints, kwargs, at)
     result: Future[R] = Future()
 
     def settle(done: Future[Any]) -> None:
@@ -92,7 +96,7 @@ def call_async(
         try:
             value = done.wait()
         except Exception as error:  # the RPC's own error, or what the module raised there
-            result.set_exception(_named(error, remote_module, method))  # type: ignore[arg-type]
+            failover.failed_later(remote_module, error, method, at, result)
             return
         try:
             if first:
@@ -115,14 +119,23 @@ def _start(
     args: tuple[Any, ...],
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None,
+    at: int = 0,
 ) -> tuple[Future[Any], bool, Future[Any] | None, bool]:
-    """Send a call (through the wire dtype's casts where there is one): what :func:`_send`
-    returns, and whether the call was cast for the wire."""
+    """Send a call (through the wire dtype's casts where there is one, and counted by the
+    owner with ``checkpoint_every``): what :func:`_send` returns, and whether the call was
+    cast for the wire."""
     wired = remote_module.wire_dtype is not None
     if wired:
         remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
         hints = None
-    return (*_send(remote_module, method, remote_fn, args, hints, kwargs, wired), wired)
+    ticket = remote_module._rm_record.ticket
+    if ticket is None:
+        return (*_send(remote_module, method, remote_fn, args, hints, kwargs, wired, at), wired)
+    if hints is not None:
+        values.check_arguments(method, args, hints)
+    counted_args = (ticket, remote_fn, *args)
+    sent = _send(remote_module, method, failover.counted, counted_args, None, kwargs, True, at)
+    return (*sent, wired)
 
 
 def _untraced(fn: Callable[..., R]) -> Callable[..., R]:
@@ -248,6 +261,8 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
     try:
         pending.wait()
     except Exception as error:  # the owner's own error type, or the RPC's RuntimeError
+        if record.failover is not None and owner_gone(error):
+            raise failover.failed(remote_module, error, what, failover.position(record)) from error
         loading = RuntimeError(
             f"loading the generated module {record.module_name} there failed: {error}"
         )
@@ -265,13 +280,14 @@ def _send(
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None,
     wired: bool = False,
+    at: int = 0,
 ) -> tuple[Future[Any], bool, Future[Any] | None]:
     """Send the call; returns its future, whether it is the RemoteModule's first eager call
     (whose reply is a ``keys.FirstReply``), and the request to file a scripted module that
-    this call sent beside it, if any. ``wired``: ``remote_fn`` is ``owner.call_wired``, a
-    Python function that takes the call prefix as the family's remote functions do: the
-    module's RRef in a scriptable family (whose remote functions take it), else as any
-    eager call (its key)."""
+    this call sent beside it, if any. ``wired``: ``remote_fn`` is a Python function that
+    takes the call prefix as the family's remote functions do (``owner.call_wired``,
+    ``failover.counted``): the module's RRef in a scriptable family (whose remote functions
+    take it), else as any eager call (its key). ``at``: the seat it goes to."""
     if hints is not None:
         values.check_arguments(method, args, hints)
     record: Record = remote_module._rm_record
@@ -302,7 +318,7 @@ def _send(
         )
         return future, False, None
     except RuntimeError as error:
-        raise _named(error, remote_module, method) from error
+        raise failover.failed(remote_module, error, method, at) from error
 
 
 def _send_script(

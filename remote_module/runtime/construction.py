@@ -26,7 +26,7 @@ import torch.distributed.rpc as rpc
 from torch import nn
 
 from remote_module import _contract
-from remote_module.runtime import calls, owner, registry, replies
+from remote_module.runtime import calls, failover, owner, registry, replies
 from remote_module.runtime.device import is_device_map_set, target
 from remote_module.runtime.errors import CreationFailure, creation_error, failure
 from remote_module.runtime.record import Record
@@ -68,7 +68,7 @@ PICKLED_ATTRIBUTES = (
 MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
 # The options a RemoteModule is built with, and their defaults: they travel with it where
 # set (see wire); one that arrived over RPC reads the defaults from its class.
-OPTION_DEFAULTS: dict[str, Any] = {"timeout": _UNSET_TIMEOUT, "wire_dtype": None}
+OPTION_DEFAULTS: dict[str, Any] = {"timeout": _UNSET_TIMEOUT, "wire_dtype": None, "standby": None}
 OPTIONS = tuple(OPTION_DEFAULTS)
 LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {"training", *OPTIONS}
 
@@ -92,6 +92,7 @@ def initialise(
     wire_dtype: torch.dtype | None = None,
     record: Record | None = None,
     arrived: bool = False,
+    standby: list[str] | None = None,
 ) -> None:
     """Give ``remote_module`` its state: the six attributes that cross the wire, in upstream's
     order, then nn.Module's bookkeeping, its options and the generated methods; and its
@@ -103,17 +104,15 @@ def initialise(
     state = remote_module.__dict__  # plain values, past nn.Module.__setattr__'s checks
     methods = list(getattr(generated, _contract.GENERATED_METHODS))
     state.update(zip(PICKLED_ATTRIBUTES, (*placement, methods, module_rref), strict=True))
+    options = {"timeout": timeout, "wire_dtype": wire_dtype, "standby": standby}
     if not arrived:
         nn.Module.__init__(remote_module)
-        state["timeout"] = timeout
-        state["wire_dtype"] = wire_dtype
+        state.update(options)
     for method in methods:
         state[method.__name__] = types.MethodType(torch.jit.export(method), remote_module)
     if arrived:
         state.update(
-            (name, value)
-            for name, value in (("timeout", timeout), ("wire_dtype", wire_dtype))
-            if value != OPTION_DEFAULTS[name]
+            (name, value) for name, value in options.items() if value != OPTION_DEFAULTS[name]
         )
     remote_module._rm_record = record if record is not None else Record(generated)
     _check_attributes(remote_module, methods)
@@ -151,6 +150,8 @@ def construct(
     _module_interface_cls: Any = None,
     timeout: float | None = None,
     wire_dtype: torch.dtype | None = None,
+    standby: list[str] | None = None,
+    checkpoint_every: int | None = None,
 ) -> None:
     """``RemoteModule(...)``: see the class's docstring."""
     args, kwargs = _check_arguments(args, kwargs)
@@ -160,8 +161,29 @@ def construct(
     placement, move_tensors = _placement(remote_device, interface_cls)
     seconds = _check_timeout(timeout)
     wire_dtype = _check_wire_dtype(wire_dtype)
+    seats = failover.seats(placement.on, placement.device, remote_device, standby, checkpoint_every)
+    if seats is not None:  # the module's calls may go to any seat: one generated module for all
+        move_tensors = move_tensors or failover.off_cpu(seats)
     creator = _callable_name(module_cls)
-    record_fields = (creator, module_cls.__qualname__ if isinstance(module_cls, type) else None)
+    type_name = module_cls.__qualname__ if isinstance(module_cls, type) else None
+
+    def new_record(generated: types.ModuleType, module_name: str | None = None) -> Record:
+        plan = None
+        if seats is not None:
+            recipe = failover.Recipe(
+                module_cls,
+                args,
+                kwargs,
+                interface_cls,
+                module_name,
+                move_tensors,
+                wire_dtype is not None,
+                placement.is_scriptable,
+            )
+            plan = failover.make_plan(seats, checkpoint_every, recipe)
+        return Record(generated, creator, type_name, plan)
+
+    standbys = None if seats is None else [seat.text for seat in seats[1:]]
     if interface_cls is None:
         # Asynchronous: a module_cls that fails surfaces on the first call. Sent before
         # anything else, nn.Module's own set-up included: the owner starts creating while
@@ -179,8 +201,17 @@ def construct(
         except RuntimeError as error:
             raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
         generated = registry.non_scriptable_module()
-        record = Record(generated, *record_fields)
-        initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype, record)
+        record = new_record(generated)
+        initialise(
+            remote_module,
+            placement,
+            module_rref,
+            generated,
+            seconds,
+            wire_dtype,
+            record,
+            standby=standbys,
+        )
         return
     # One round trip: the owner creates (and, for a TorchScript interface, scripts) the
     # module; meanwhile this side sets itself up and loads the generated module.
@@ -196,8 +227,10 @@ def construct(
     )
     arrivals = replies.watch(future)  # the reply is judged by when it came, not when looked at
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
-    record = Record(generated, *record_fields)
-    initialise(remote_module, placement, None, generated, seconds, wire_dtype, record)
+    record = new_record(generated, module_name)
+    initialise(
+        remote_module, placement, None, generated, seconds, wire_dtype, record, standby=standbys
+    )
     try:
         created = replies.wait_returning_rrefs(future, seconds, started, arrivals)
     except RuntimeError as error:
@@ -256,13 +289,25 @@ def received(
     generated: types.ModuleType,
     module_rref: Any,
     options: dict[str, Any],
+    plan: failover.Plan | None = None,
 ) -> T:
-    """A RemoteModule that arrived over RPC: its sender's placement, module and the options it
-    set (the defaults for the others)."""
+    """A RemoteModule that arrived over RPC: its sender's placement, module, the options it
+    set (the defaults for the others) and its failover plan."""
     remote_module = cls.__new__(cls)
     timeout = options.get("timeout", _UNSET_TIMEOUT)
     wire_dtype = options.get("wire_dtype")
-    initialise(remote_module, placement, module_rref, generated, timeout, wire_dtype, arrived=True)
+    record = Record(generated, failover=plan)
+    initialise(
+        remote_module,
+        placement,
+        module_rref,
+        generated,
+        timeout,
+        wire_dtype,
+        record,
+        arrived=True,
+        standby=options.get("standby"),
+    )
     return remote_module
 
 

@@ -102,6 +102,8 @@ if TYPE_CHECKING:
             *,
             timeout: float | None = None,
             wire_dtype: torch.dtype | None = None,
+            standby: list[str] | None = None,
+            checkpoint_every: int | None = None,
         ) -> None: ...
 
 else:

@@ -12,7 +12,7 @@ import torch.distributed.rpc as rpc
 
 from remote_module.runtime.errors import UnknownWorkerError
 
-__all__ = ["RemoteDevice", "is_device_map_set", "parse_remote_device", "target"]
+__all__ = ["RemoteDevice", "is_device_map_set", "parse_remote_device", "target", "worker_info"]
 
 _PARSE_ERROR = "Could not parse remote_device: {}. The valid format is '<workername>/<device>'"
 
@@ -115,6 +115,12 @@ def is_device_map_set(on: str | int) -> bool:
 # owner -> whether the agent in _device_maps_of has a device map to it
 _device_maps: dict[str | int, bool] = {}
 _device_maps_of: list[Any] = [None]
+
+
+def worker_info(on: str | int) -> Any:
+    """The current RPC group's ``WorkerInfo`` of ``on`` (a worker name or rank); an unknown one
+    raises :class:`UnknownWorkerError`."""
+    return _worker_info(rpc._get_current_rpc_agent(), on)
 
 
 def _worker_info(agent: Any, on: str | int) -> Any:

@@ -18,6 +18,7 @@ import torch.distributed.rpc as rpc
 
 __all__ = [
     "CreationFailure",
+    "OwnerFailover",
     "RemoteFailure",
     "UnknownWorkerError",
     "creation_error",
@@ -70,10 +71,12 @@ def owner_gone(error: BaseException) -> bool:
 # Compiled on first use (an error), not at import: every program imports this module.
 @functools.cache
 def _gone() -> re.Pattern[str]:
-    """What TensorPipe says of a peer that went away, on each transport (shm, uv/TCP)."""
+    """What TensorPipe says of a peer that went away, on each transport (shm, uv/TCP) and on
+    the CMA channel that copies large tensors between processes (``process_vm_readv``)."""
     return re.compile(
         r"^eof \(this error originated at|connection reset by peer|connection closed by peer|"
-        r"broken pipe|pipe closed|ECONNRESET|EPIPE",
+        r"connection refused|broken pipe|pipe closed|ECONNRESET|ECONNREFUSED|EPIPE|"
+        r"process_vm_(?:readv|writev): No such process",
         re.IGNORECASE,
     )
 
@@ -84,6 +87,25 @@ def _remote_header() -> re.Pattern[str]:
     where torch raised it again as that type): "On WorkerInfo(id=1, name=w1):", then
     repr(error), then the traceback."""
     return re.compile(r"(?:[\w.]+: )?On WorkerInfo\([^\n]*\):?")
+
+
+class OwnerFailover(RuntimeError):
+    """An operation of a RemoteModule with standbys met its owner gone, and a standby took the
+    module over (see ``remote_module.runtime.failover``): the operation itself was not
+    retried. ``failed_owner`` and ``new_owner`` are worker names; ``checkpoint_version`` is
+    the checkpoint the new owner loaded (None: none had reached it, the module is as built)."""
+
+    def __init__(
+        self,
+        message: str,
+        failed_owner: str = "",
+        new_owner: str = "",
+        checkpoint_version: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.failed_owner = failed_owner
+        self.new_owner = new_owner
+        self.checkpoint_version = checkpoint_version
 
 
 class UnknownWorkerError(RuntimeError, ValueError):

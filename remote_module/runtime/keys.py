@@ -58,6 +58,7 @@ __all__ = [
     "ask_owner_to_file",
     "file_keyed",
     "first_call",
+    "forget",
     "keyed_module",
     "keyed_twin",
     "module_for",
@@ -201,6 +202,13 @@ def adopt_key(record: Record, module_rref: Any) -> int | None:
     record.reference = key
     record.filing = None
     return int(key)
+
+
+def forget(record: Record) -> None:
+    """The RemoteModule moved to another owner (a failover): no key there yet."""
+    record.reference = None
+    record.keeper = None
+    record.filing = None
 
 
 # remote function -> its keyed twin, or None where it has none (wire functions; eager families)

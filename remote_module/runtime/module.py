@@ -20,9 +20,9 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module._torchscript import use_script_stubs
-from remote_module.runtime import construction, owner, wire
+from remote_module.runtime import construction, failover, owner, wire
 from remote_module.runtime.calls import wait_for_owner
-from remote_module.runtime.errors import RemoteFailure, failure, reporting
+from remote_module.runtime.errors import RemoteFailure, reporting
 from remote_module.runtime.record import Record
 from remote_module.runtime.replies import wait_returning_rrefs
 from remote_module.runtime.values import move_to_device
@@ -90,6 +90,11 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             (arguments and results) in that dtype, cast back to their own dtype on arrival:
             half the bytes on a network link; on one machine the casts cost about what they
             save. ``None`` (the default) sends tensors as they are.
+        standby: remote devices, in order of preference, of workers that keep the module's
+            newest checkpoint and take it over when its owner dies (raising
+            ``remote_module.OwnerFailover`` from the operation that met the death).
+        checkpoint_every: with ``standby``, the owner checkpoints to the standbys by itself
+            after every N-th call (``rm.checkpoint()`` does it now).
 
     Example::
 
@@ -113,6 +118,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         module_rref: Any  # rpc.RRef[nn.Module]
         timeout: float
         wire_dtype: torch.dtype | None
+        standby: list[str] | None
         _rm_bound_interface: Any
         _rm_record: Record
 
@@ -140,6 +146,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             _module_interface_cls: Any = None,
             timeout: float | None = None,
             wire_dtype: torch.dtype | None = None,
+            standby: list[str] | None = None,
+            checkpoint_every: int | None = None,
         ) -> None: ...
 
     else:
@@ -176,14 +184,18 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
 
     def remote_parameters(self, recurse: bool = True) -> list[rpc.RRef[Parameter]]:
         """RRefs to the remote module's parameters, for ``DistributedOptimizer``."""
+        at = failover.position(self._rm_record)
         started = time.monotonic()
-        future = rpc.rpc_async(
-            self.module_rref.owner(), owner.parameter_rrefs, (self.module_rref, recurse), timeout=0
-        )
         try:
+            future = rpc.rpc_async(
+                self.module_rref.owner(),
+                owner.parameter_rrefs,
+                (self.module_rref, recurse),
+                timeout=0,
+            )
             return wait_returning_rrefs(future, self.timeout, started)
         except Exception as error:  # the RPC's own error, or what the module raised there
-            raise self._failure(error, "remote_parameters") from error
+            raise failover.failed(self, error, "remote_parameters", at) from error
 
     def get_module_rref(self) -> rpc.RRef[nn.Module]:
         """The RRef to the module on its owner."""
@@ -201,6 +213,19 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         return self._on_owner(
             "load_remote_state_dict", owner.load_state_dict, self.module_rref, cpu_state, strict
         )
+
+    def checkpoint(self) -> int:
+        """Copy the module's state (``state_dict()`` and ``training``) from the owner to every
+        standby, owner to standby directly; its version (1, 2, ...), once every standby
+        holds it. Needs ``standby=[...]``."""
+        return failover.checkpoint(self)
+
+    def fail_over(self) -> str:
+        """Promote the first standby now, with the owner alive or not (a planned move: call
+        :meth:`checkpoint` first to carry the newest state); the new owner's worker name.
+        TorchScript code that holds this RemoteModule keeps calling the owner it was
+        scripted with: script it again."""
+        return failover.fail_over(self)
 
     def train(self: T, mode: bool = True) -> T:
         """Set training mode on the owner's module and here; returns ``self``."""
@@ -298,18 +323,16 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the owner; what it raises there comes back as data and is raised
         here once, named (torch would print it there and put its traceback in the text)."""
+        at = failover.position(self._rm_record)
         try:
             result = rpc.rpc_sync(
                 self.module_rref.owner(), reporting, (fn, *args), timeout=self.timeout
             )
         except Exception as error:  # the RPC itself failed: a timeout, a lost owner
-            raise self._failure(error, method) from error
+            raise failover.failed(self, error, method, at) from error
         if isinstance(result, RemoteFailure):
             raise result.error(method, self.module_rref.owner_name())
         return result
-
-    def _failure(self, error: Exception, method: str) -> Exception:
-        return failure(error, method, self.module_rref.owner_name())
 
     def _remote_module_type(self) -> str:
         record = self._rm_record

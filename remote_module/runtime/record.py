@@ -10,19 +10,26 @@ RemoteModule (not in its ``__dict__``, which TorchScript walks and torch's tests
   name for ``repr`` (known at construction, else asked once);
 - ``pending``: the owner's load of the generated module, while it is in flight;
 - ``reference``, ``keeper``, ``filing``: the module's key in the owner's table and what keeps
-  it there (see ``remote_module.runtime.keys``).
+  it there (see ``remote_module.runtime.keys``);
+- ``failover``: with standbys, its failover plan (which seat owns it now, who can take over,
+  how to build it there), and ``ticket``, what a call tells the owner when it counts calls
+  for ``checkpoint_every`` (see ``remote_module.runtime.failover``).
 
 Each field has one owner of its transitions: ``pending`` is set and cleared by
-``remote_module.runtime.calls``, the three key fields by ``remote_module.runtime.keys``; the rest
-is set once, by ``remote_module.runtime.construction``.
+``remote_module.runtime.calls``, the three key fields by ``remote_module.runtime.keys``; a
+promotion (``remote_module.runtime.failover``) changes the owner, in one place, and resets
+them; the rest is set once, by ``remote_module.runtime.construction``.
 """
 
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch.futures import Future
+
+if TYPE_CHECKING:
+    from remote_module.runtime.failover import Plan, Ticket
 
 __all__ = ["Record"]
 
@@ -30,13 +37,24 @@ __all__ = ["Record"]
 class Record:
     """What one RemoteModule knows of itself beyond its public attributes."""
 
-    __slots__ = ("creator", "filing", "generated", "keeper", "pending", "reference", "type_name")
+    __slots__ = (
+        "creator",
+        "failover",
+        "filing",
+        "generated",
+        "keeper",
+        "pending",
+        "reference",
+        "ticket",
+        "type_name",
+    )
 
     def __init__(
         self,
         generated: types.ModuleType,
         creator: str | None = None,
         type_name: str | None = None,
+        failover: Plan | None = None,
     ) -> None:
         self.generated = generated
         self.creator = creator
@@ -50,6 +68,11 @@ class Record:
         self.keeper: Any = None
         # The request to file a scripted module for keyed calls, in flight.
         self.filing: Future[Any] | None = None
+        # Standbys: the failover plan; with checkpoint_every, the owner counts calls by ticket.
+        self.failover = failover
+        self.ticket: Ticket | None = None
+        if failover is not None and failover.every is not None:
+            self.ticket = failover.ticket
 
     @property
     def module_name(self) -> str:

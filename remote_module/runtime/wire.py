@@ -1,7 +1,8 @@
 """What crosses the wire when a RemoteModule is sent over RPC, and what may not.
 
 Exactly the six attributes of :data:`PICKLED_ATTRIBUTES` travel, in that order, then the
-options the RemoteModule was built with, where set (``timeout``, ``wire_dtype``); the generated
+options the RemoteModule was built with, where set (``timeout``, ``wire_dtype``, ``standby``),
+and with standbys its failover plan (``remote_module.runtime.failover``); the generated
 methods travel as the name of their generated module (plus the interface and the
 device-movement flag), which the receiver loads and installs. A scripted RemoteModule may not
 travel (upstream's rule and text); Python pickling of a RemoteModule is refused by the class.
@@ -17,7 +18,7 @@ import torch.distributed.rpc as rpc
 from torch.distributed.rpc.internal import _internal_rpc_pickler
 
 from remote_module import _contract
-from remote_module.runtime import calls, registry
+from remote_module.runtime import calls, failover, registry
 from remote_module.runtime.construction import (
     PICKLED_ATTRIBUTES,
     Placement,
@@ -63,11 +64,13 @@ def _reduce_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, 
     values["generated_methods"] = spec
     values["module_rref"] = remote_module.module_rref._serialize()
     options = options_set(remote_module)  # only where set
-    return _receive_remote_module, (type(remote_module), *values.values(), options)
+    plan = remote_module._rm_record.failover  # with standbys: who can take over, and how
+    sent_plan = None if plan is None else plan.sent()
+    return _receive_remote_module, (type(remote_module), *values.values(), options, sent_plan)
 
 
 def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModule:
-    *sent, options = values
+    *sent, options, sent_plan = values
     attributes = dict(zip(PICKLED_ATTRIBUTES, sent, strict=True))
     spec = attributes.pop("generated_methods")
     module_rref = rpc.PyRRef._deserialize(attributes.pop("module_rref"))
@@ -75,7 +78,8 @@ def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModul
     module_name, interface_cls, move_tensors = spec
     wired = "wire_dtype" in options
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wire=wired)
-    return received(cls, Placement(**attributes), generated, module_rref, options)
+    plan = None if sent_plan is None else failover.Plan.received(sent_plan)
+    return received(cls, Placement(**attributes), generated, module_rref, options, plan)
 
 
 def _reduce_script_module(module: torch.jit.RecursiveScriptModule) -> tuple[Any, tuple[Any, ...]]:
