@@ -452,7 +452,8 @@ def counted(
 def _snapshot(module: nn.Module) -> tuple[dict[str, torch.Tensor], bool]:
     """The module's state as it is now (copies: later updates do not reach it)."""
     state = collections.OrderedDict(
-        (name, value.detach().to("cpu", copy=True)) for name, value in module.state_dict().items()
+        (name, value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else value)
+        for name, value in module.state_dict().items()
     )
     return state, bool(module.training)
 
