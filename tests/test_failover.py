@@ -165,7 +165,10 @@ def test_checkpoint_reaches_every_standby_in_order_of_versions(family: str) -> N
     assert held("worker1", rm) == held("worker2", rm) == (0, 2)
 
 
-def test_checkpoint_every_n_calls_from_any_holder() -> None:
+@pytest.mark.parametrize("family", FAMILIES)
+def test_checkpoint_every_n_calls_from_any_holder(family: str) -> None:
+    # Scripted modules are counted where their keyed calls look them up on the owner, the
+    # others by the Python function that runs the call there: both, from every holder.
     every = 3
     rm = RemoteModule(
         "worker3/cpu",
@@ -173,6 +176,7 @@ def test_checkpoint_every_n_calls_from_any_holder() -> None:
         standby=["worker1/cpu"],
         checkpoint_every=every,
         timeout=TIMEOUT,
+        **FAMILIES[family],
     )
     for _ in range(every - 1):
         rm(ones())
@@ -185,6 +189,12 @@ def test_checkpoint_every_n_calls_from_any_holder() -> None:
             rpc.rpc_sync("worker3", helpers.forward_through, (rm, ones()), timeout=30) is not None
         )
     assert poll_held("worker1", rm, (0, 2), TIMEOUT + SLACK) == (0, 2)
+    for _ in range(2 * every):
+        rm(ones())
+    assert poll_held("worker1", rm, (0, 4), TIMEOUT + SLACK) == (0, 4)
+    # The newest checkpoint holds (at least) the calls before the last one counted.
+    assert rm.fail_over() == "worker1"
+    assert rm(torch.zeros(2))[0] >= 4 * every - 1
 
 
 @pytest.mark.parametrize("family", FAMILIES)

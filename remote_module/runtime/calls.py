@@ -129,13 +129,7 @@ def _start(
         remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
         hints = None
     ticket = remote_module._rm_record.ticket
-    if ticket is None:
-        return (*_send(remote_module, method, remote_fn, args, hints, kwargs, wired, at), wired)
-    if hints is not None:
-        values.check_arguments(method, args, hints)
-    counted_args = (ticket, remote_fn, *args)
-    sent = _send(remote_module, method, failover.counted, counted_args, None, kwargs, True, at)
-    return (*sent, wired)
+    return (*_send(remote_module, method, remote_fn, args, hints, kwargs, wired, at, ticket), wired)
 
 
 def _untraced(fn: Callable[..., R]) -> Callable[..., R]:
@@ -281,13 +275,15 @@ def _send(
     kwargs: Mapping[str, Any] | None,
     wired: bool = False,
     at: int = 0,
+    ticket: tuple[Any, ...] | None = None,
 ) -> tuple[Future[Any], bool, Future[Any] | None]:
     """Send the call; returns its future, whether it is the RemoteModule's first eager call
     (whose reply is a ``keys.FirstReply``), and the request to file a scripted module that
     this call sent beside it, if any. ``wired``: ``remote_fn`` is a Python function that
     takes the call prefix as the family's remote functions do (``owner.call_wired``,
     ``failover.counted``): the module's RRef in a scriptable family (whose remote functions
-    take it), else as any eager call (its key). ``at``: the seat it goes to."""
+    take it), else as any eager call (its key). ``at``: the seat it goes to. ``ticket``: the
+    owner counts the call for ``checkpoint_every`` (``failover.counted`` runs it there)."""
     if hints is not None:
         values.check_arguments(method, args, hints)
     record: Record = remote_module._rm_record
@@ -297,7 +293,8 @@ def _send(
     try:
         if remote_module.is_scriptable:  # TorchScript remote functions take the RRef
             if not wired:
-                return _send_script(remote_module, record, remote_fn, args, kwargs)
+                return _send_script(remote_module, record, remote_fn, args, kwargs, ticket)
+            remote_fn, args = _counted(remote_fn, args, ticket)
             prefixed = (*_call_prefix(remote_module), *args)
             future = rpc.rpc_async(
                 module_rref.owner(), remote_fn, prefixed, kwargs, timeout=remote_module.timeout
@@ -305,6 +302,7 @@ def _send(
             return future, False, None
         # A Python remote function: the module's key in the owner's table once it has one,
         # else a first call that sends the RRef and gets the key back (see runtime.keys).
+        remote_fn, args = _counted(remote_fn, args, ticket)
         reference = record.reference
         if reference is None:
             first_args = (remote_fn, *_call_prefix(remote_module), *args)
@@ -321,12 +319,23 @@ def _send(
         raise failover.failed(remote_module, error, method, at) from error
 
 
+def _counted(
+    remote_fn: Any, args: tuple[Any, ...], ticket: tuple[Any, ...] | None
+) -> tuple[Any, tuple[Any, ...]]:
+    """``remote_fn`` and its arguments, or with a ticket ``failover.counted`` running it (it
+    takes the call prefix too)."""
+    if ticket is None:
+        return remote_fn, args
+    return failover.counted, (ticket, remote_fn, *args)
+
+
 def _send_script(
     remote_module: Any,
     record: Record,
     remote_fn: Any,
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any] | None,
+    ticket: tuple[Any, ...] | None = None,
 ) -> tuple[Future[Any], bool, Future[Any] | None]:
     """Send a call of a TorchScript remote function (a Python function where TorchScript is
     disabled): its keyed twin with the module's key once the owner has filed the module for
@@ -342,14 +351,33 @@ def _send_script(
         reference = keys.adopt_key(record, remote_module.module_rref)
     twin = keys.keyed_twin(remote_fn)
     if type(reference) is int and twin is not None:
+        # With a ticket the owner counts it as it looks the module up (failover.file_counted).
         keyed_args = (reference, *_after_reference(remote_module), *args)
         return _send_by_name(remote_module, twin, keyed_args, kwargs), False, None
-    prefixed = (*_call_prefix(remote_module), *args)
-    future = _send_by_name(remote_module, remote_fn, prefixed, kwargs)
+    if ticket is not None:
+        counted, counted_args = _counted(remote_fn, args, ticket)
+        prefixed = (*_call_prefix(remote_module), *counted_args)
+        future = _send_python(remote_module, counted, prefixed, kwargs)
+    else:
+        prefixed = (*_call_prefix(remote_module), *args)
+        future = _send_by_name(remote_module, remote_fn, prefixed, kwargs)
     filing = None
     if reference is None and twin is not None and record.filing is None:
-        filing = keys.ask_owner_to_file(record, remote_module.module_rref)
+        if ticket is None:
+            filing = keys.ask_owner_to_file(record, remote_module.module_rref)
+        else:  # its keyed calls counted for checkpoint_every
+            filing = keys.ask_owner_to_file(
+                record, remote_module.module_rref, failover.file_counted, ticket
+            )
     return future, False, filing
+
+
+def _send_python(
+    remote_module: Any, fn: Any, rpc_args: tuple[Any, ...], kwargs: Mapping[str, Any] | None
+) -> Future[Any]:
+    return rpc.rpc_async(
+        remote_module.module_rref.owner(), fn, rpc_args, kwargs, timeout=remote_module.timeout
+    )
 
 
 def _send_by_name(

@@ -64,6 +64,7 @@ __all__ = [
     "fail_over",
     "failed",
     "failed_later",
+    "file_counted",
     "held",
     "make_plan",
     "off_cpu",
@@ -326,7 +327,7 @@ def _move(remote_module: Any, plan: Plan, at: int, module_rref: Any) -> None:
     record: Record = remote_module._rm_record
     keys.forget(record)
     record.pending = None  # the standby loaded the generated module before it replied
-    record.ticket = plan.ticket if plan.every is not None else None
+    record.ticket = tuple(plan.ticket) if plan.every is not None else None
 
 
 def _failover_error(method: str, promotion: Promotion) -> OwnerFailover:
@@ -380,7 +381,7 @@ def checkpoint(remote_module: Any) -> int:
         reply = rpc.rpc_sync(
             remote_module.module_rref.owner(),
             cut_checkpoint,
-            (remote_module.module_rref, plan.ticket),
+            (remote_module.module_rref, tuple(plan.ticket)),
             timeout=remote_module.timeout,
         )
     except Exception as error:  # the owner gone (a promotion), or too slow
@@ -412,9 +413,12 @@ _owned: dict[str, _Owned] = {}
 _owned_lock = threading.Lock()
 
 
-def _owned_for(ticket: Ticket) -> _Owned:
-    owned = _owned.get(ticket.identity)
-    if owned is None or owned.ticket != ticket:
+def _owned_for(sent: tuple[Any, ...]) -> _Owned:
+    """What this owner keeps of the RemoteModule a ticket names (sent as a plain tuple: a
+    NamedTuple's class would travel by name with every counted call)."""
+    owned = _owned.get(sent[0])
+    if owned is None or owned.ticket != sent:
+        ticket = Ticket._make(sent)
         with _owned_lock:
             owned = _owned.get(ticket.identity)
             if owned is None:
@@ -428,25 +432,49 @@ def counted(
     reference: Any,
     device: str,
     is_device_map_set: bool,
-    ticket: Ticket,
+    ticket: tuple[Any, ...],
     remote_fn: Callable[..., Any],
     *args: Any,
     **kwargs: Any,
 ) -> Any:
     """A call of a RemoteModule with ``checkpoint_every``, sent in place of its remote function
-    (with the same call prefix): run it, count it, and after every N-th call start a
-    checkpoint in the background (the reply does not wait for it)."""
+    (with the same call prefix, the module's key where it has one): run it, count it, and
+    after every N-th call start a checkpoint in the background (the reply does not wait)."""
     result = remote_fn(reference, device, is_device_map_set, *args, **kwargs)
+    if type(reference) is int:
+        module = keys.module_for(reference)  # an eager module's key (never a scripted one's)
+    else:
+        module = owner.local_module(reference)
+    _tick(_owned_for(ticket), module)
+    return result
+
+
+def file_counted(
+    module_rref: rpc.RRef[Any],
+    module_name: str,
+    interface_cls: Any,
+    move_tensors: bool,
+    ticket: tuple[Any, ...],
+) -> tuple[int, rpc.RRef[Any]]:
+    """``keys.file_keyed`` for a scripted module with ``checkpoint_every``: its keyed calls
+    (TorchScript, at the scripted floor) are counted where they look the module up, not by
+    :func:`counted`, which would make each a Python call."""
+    key, keeper = keys.file_keyed(module_rref, module_name, interface_cls, move_tensors)
     owned = _owned_for(ticket)
+    keys.tick_on_call(key, lambda module: _tick(owned, module))
+    return key, keeper
+
+
+def _tick(owned: _Owned, module: Any) -> None:
+    """Count one call of ``owned``'s module; after every N-th, a checkpoint in the background."""
+    every = owned.ticket.every
     with owned.lock:
         owned.calls += 1
-        due = ticket.every is not None and owned.calls % ticket.every == 0 and not owned.retired
+        due = every is not None and owned.calls % every == 0 and not owned.retired
     if due:
-        module = keys.module_for(reference) if type(reference) is int else None
-        if module is None:
-            module = owner.local_module(reference)
+        if isinstance(module, torch._C.ScriptModule):
+            module = torch.jit._recursive.wrap_cpp_module(module)
         _in_background(owned, _snapshot(module))
-    return result
 
 
 def _snapshot(module: nn.Module) -> tuple[dict[str, torch.Tensor], bool]:
@@ -497,12 +525,13 @@ def _send(owned: _Owned, snapshot: tuple[dict[str, torch.Tensor], bool]) -> Futu
 
 
 @rpc.functions.async_execution
-def cut_checkpoint(module_rref: rpc.RRef[Any], ticket: Ticket) -> Future[Any]:
+def cut_checkpoint(module_rref: rpc.RRef[Any], sent: tuple[Any, ...]) -> Future[Any]:
     """``rm.checkpoint()`` on the owner: the version, once every standby holds it; a
     :class:`RemoteFailure` naming a standby that did not take it."""
     answer: Future[Any] = Future()
     try:
-        owned = _owned_for(ticket)
+        owned = _owned_for(sent)
+        ticket = owned.ticket
         if owned.retired:
             raise RuntimeError("this worker is no longer the owner: fail_over() moved the module")
         sending = _send(owned, _snapshot(owner.local_module(module_rref)))

@@ -63,6 +63,7 @@ __all__ = [
     "keyed_twin",
     "module_for",
     "settle_first_call",
+    "tick_on_call",
 ]
 
 # The reply to a RemoteModule's first eager call: the method's result and the module's key in
@@ -77,6 +78,8 @@ _modules: weakref.WeakValueDictionary[int, nn.Module] = weakref.WeakValueDiction
 _keys = itertools.count(1)
 # key -> scripted module, held strongly while the filing's keeper lives (see the docstring).
 _held: dict[int, Any] = {}
+# key -> what a keyed call of it runs first (the failover's call count), for the few filed so.
+_ticks: dict[int, Callable[[Any], None]] = {}
 
 
 def first_call(
@@ -117,6 +120,7 @@ class Keeper:
 
     def __del__(self) -> None:
         _held.pop(self.key, None)
+        _ticks.pop(self.key, None)
 
 
 def file_keyed(
@@ -132,14 +136,25 @@ def file_keyed(
 
 
 def keyed_module(key: int) -> Any:
-    """The module filed under ``key`` by :func:`file_keyed`."""
+    """The module filed under ``key`` by :func:`file_keyed` (every keyed call of a scripted
+    module looks it up here, in Python: a module filed with a tick is counted here too)."""
     module = _held.get(key)
     if module is None:
         raise RuntimeError(
             f"RemoteModule: the module filed under key {key} on this owner is gone: the "
             "RemoteModule that filed it was deleted before this call arrived"
         )
+    if _ticks:
+        tick = _ticks.get(key)
+        if tick is not None:
+            tick(module)
     return module
+
+
+def tick_on_call(key: int, tick: Callable[[Any], None]) -> None:
+    """Run ``tick(module)`` at every keyed call of the module filed under ``key``, for as long
+    as it stays filed (``remote_module.runtime.failover`` counts calls so)."""
+    _ticks[key] = tick
 
 
 def _register(module: Any) -> int | None:
@@ -167,18 +182,22 @@ def settle_first_call(record: Record, module_rref: Any, reply: FirstReply, owner
     return result
 
 
-def ask_owner_to_file(record: Record, module_rref: Any) -> Future[Any]:
-    """Ask the owner to file a scripted module for this RemoteModule's keyed calls; the
-    request's future. The reply carries the keeper RRef: sent without a deadline, so that a
-    late reply is still unpickled and its keeper released (``runtime.replies``)."""
+def ask_owner_to_file(
+    record: Record, module_rref: Any, filer: Callable[..., Any] = file_keyed, *extra: Any
+) -> Future[Any]:
+    """Ask the owner to file a scripted module for this RemoteModule's keyed calls (through
+    ``filer``, which takes :func:`file_keyed`'s arguments, then ``extra``); the request's
+    future. The reply carries the keeper RRef: sent without a deadline, so that a late reply
+    is still unpickled and its keeper released (``runtime.replies``)."""
     generated = record.generated
     request = (
         module_rref,
         generated.__name__,
         getattr(generated, _contract.INTERFACE_CLASS),
         bool(getattr(generated, _contract.MOVES_TENSORS)),
+        *extra,
     )
-    record.filing = rpc.rpc_async(module_rref.owner(), file_keyed, request, timeout=0)
+    record.filing = rpc.rpc_async(module_rref.owner(), filer, request, timeout=0)
     return record.filing
 
 

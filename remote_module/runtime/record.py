@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from torch.futures import Future
 
 if TYPE_CHECKING:
-    from remote_module.runtime.failover import Plan, Ticket
+    from remote_module.runtime.failover import Plan
 
 __all__ = ["Record"]
 
@@ -70,9 +70,10 @@ class Record:
         self.filing: Future[Any] | None = None
         # Standbys: the failover plan; with checkpoint_every, the owner counts calls by ticket.
         self.failover = failover
-        self.ticket: Ticket | None = None
+        # (a plain tuple: it travels with every counted call)
+        self.ticket: tuple[Any, ...] | None = None
         if failover is not None and failover.every is not None:
-            self.ticket = failover.ticket
+            self.ticket = tuple(failover.ticket)
 
     @property
     def module_name(self) -> str:
