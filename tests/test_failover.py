@@ -277,6 +277,13 @@ def killed_with_families(group: list[subprocess.Popen[bytes]]) -> dict[str, Any]
     asynchronous = RemoteModule(
         f"{victim}/cpu", helpers.Accumulator, standby=["worker1/cpu"], timeout=TIMEOUT
     )
+    # One each for the operations besides the generated methods that meet the death first.
+    others = {
+        name: RemoteModule(
+            f"{victim}/cpu", helpers.Accumulator, standby=["worker2/cpu"], timeout=TIMEOUT
+        )
+        for name in ("train", "remote_state_dict", "load_remote_state_dict", "remote_parameters")
+    }
     for rm in rms.values():
         rm(ones(3))
         assert rm.checkpoint() == 1
@@ -302,7 +309,21 @@ def killed_with_families(group: list[subprocess.Popen[bytes]]) -> dict[str, Any]
         wait_bounded(asynchronous.forward_async(ones(100)), TIMEOUT + SLACK)
     except Exception as error:
         outcomes["async"] = (error, 0.0)
+    operations = {
+        "train": lambda rm: rm.train(False),
+        "remote_state_dict": lambda rm: rm.remote_state_dict(),
+        "load_remote_state_dict": lambda rm: rm.load_remote_state_dict(
+            {"total": ones(9), "scale": torch.ones(2)}
+        ),
+        "remote_parameters": lambda rm: rm.remote_parameters(),
+    }
+    for name, rm in others.items():
+        try:
+            operations[name](rm)
+        except Exception as error:
+            outcomes[name] = (error, 0.0)
     return {
+        "others": others,
         "rms": rms,
         "fresh": fresh,
         "async": asynchronous,
@@ -360,6 +381,25 @@ def test_an_async_call_that_meets_the_death_raises_owner_failover(
     )
     assert "forward" in str(error)
     assert torch.equal(killed_with_families["async"](torch.zeros(2)), ones(7))
+
+
+@pytest.mark.parametrize(
+    "operation", ["train", "remote_state_dict", "load_remote_state_dict", "remote_parameters"]
+)
+def test_every_operation_that_meets_the_death_promotes(
+    killed_with_families: dict[str, Any], operation: str
+) -> None:
+    error, _ = killed_with_families["outcomes"][operation]
+    assert isinstance(error, OwnerFailover), repr(error)
+    assert (error.failed_owner, error.new_owner, error.checkpoint_version) == (
+        "worker4",
+        "worker2",
+        None,
+    )
+    assert operation in str(error)
+    rm = killed_with_families["others"][operation]
+    assert rm.on == "worker2"
+    assert torch.equal(rm(torch.zeros(2)), torch.zeros(2))  # a fresh module: no checkpoint
 
 
 def test_torchscript_keeps_the_owner_it_was_scripted_with_until_scripted_again(

@@ -23,7 +23,7 @@ from torch.futures import Future
 
 from remote_module import _contract
 from remote_module._contract import CALL_PREFIX
-from remote_module.runtime import failover, keys, owner, values
+from remote_module.runtime import keys, owner, values
 from remote_module.runtime.errors import failure, owner_gone
 from remote_module.runtime.record import Record
 from remote_module.runtime.replies import wait_returning_rrefs
@@ -60,6 +60,8 @@ def call(
     try:
         result = future.wait()
     except Exception as error:  # the RPC's own error, or what the module raised there
+        from remote_module.runtime import failover  # (its import: 2 ms, on first need)
+
         raise failover.failed(remote_module, error, method, at) from error
     if filing is not None:
         _await_filing(remote_module, filing)
@@ -96,6 +98,8 @@ def call_async(
         try:
             value = done.wait()
         except Exception as error:  # the RPC's own error, or what the module raised there
+            from remote_module.runtime import failover
+
             failover.failed_later(remote_module, error, method, at, result)
             return
         try:
@@ -256,7 +260,10 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
         pending.wait()
     except Exception as error:  # the owner's own error type, or the RPC's RuntimeError
         if record.failover is not None and owner_gone(error):
-            raise failover.failed(remote_module, error, what, failover.position(record)) from error
+            from remote_module.runtime import failover
+
+            at = record.failover.position
+            raise failover.failed(remote_module, error, what, at) from error
         loading = RuntimeError(
             f"loading the generated module {record.module_name} there failed: {error}"
         )
@@ -316,6 +323,8 @@ def _send(
         )
         return future, False, None
     except RuntimeError as error:
+        from remote_module.runtime import failover
+
         raise failover.failed(remote_module, error, method, at) from error
 
 
@@ -326,6 +335,8 @@ def _counted(
     takes the call prefix too)."""
     if ticket is None:
         return remote_fn, args
+    from remote_module.runtime import failover
+
     return failover.counted, (ticket, remote_fn, *args)
 
 
@@ -366,6 +377,8 @@ def _send_script(
         if ticket is None:
             filing = keys.ask_owner_to_file(record, remote_module.module_rref)
         else:  # its keyed calls counted for checkpoint_every
+            from remote_module.runtime import failover
+
             filing = keys.ask_owner_to_file(
                 record, remote_module.module_rref, failover.file_counted, ticket
             )

@@ -26,12 +26,13 @@ import torch.distributed.rpc as rpc
 from torch import nn
 
 from remote_module import _contract
-from remote_module.runtime import calls, failover, owner, registry, replies
+from remote_module.runtime import calls, owner, registry, replies
 from remote_module.runtime.device import is_device_map_set, target
 from remote_module.runtime.errors import CreationFailure, creation_error, failure
 from remote_module.runtime.record import Record
 
 if TYPE_CHECKING:
+    from remote_module.runtime.failover import Plan, Seat
     from remote_module.runtime.module import RemoteModule
 
 __all__ = [
@@ -161,7 +162,13 @@ def construct(
     placement, move_tensors = _placement(remote_device, interface_cls)
     seconds = _check_timeout(timeout)
     wire_dtype = _check_wire_dtype(wire_dtype)
-    seats = failover.seats(placement.on, placement.device, remote_device, standby, checkpoint_every)
+    seats: tuple[Seat, ...] | None = None
+    if standby is not None or checkpoint_every is not None:
+        from remote_module.runtime import failover  # (its import: 2 ms, on first need)
+
+        seats = failover.seats(
+            placement.on, placement.device, remote_device, standby, checkpoint_every
+        )
     if seats is not None:  # the module's calls may go to any seat: one generated module for all
         move_tensors = move_tensors or failover.off_cpu(seats)
     creator = _callable_name(module_cls)
@@ -289,7 +296,7 @@ def received(
     generated: types.ModuleType,
     module_rref: Any,
     options: dict[str, Any],
-    plan: failover.Plan | None = None,
+    plan: Plan | None = None,
 ) -> T:
     """A RemoteModule that arrived over RPC: its sender's placement, module, the options it
     set (the defaults for the others) and its failover plan."""

@@ -30,9 +30,9 @@ lives as long as its process: it cannot know when the last holder is gone.
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -68,7 +68,6 @@ __all__ = [
     "held",
     "make_plan",
     "off_cpu",
-    "position",
     "promote",
     "receive",
     "seats",
@@ -189,7 +188,7 @@ def seats(
 
 def make_plan(seats: tuple[Seat, ...], every: int | None, recipe: Recipe) -> Plan:
     """The plan of a new RemoteModule, owned by its first seat; its identity made here."""
-    return Plan(uuid.uuid4().hex, seats, 0, every, recipe)
+    return Plan(os.urandom(16).hex(), seats, 0, every, recipe)
 
 
 def off_cpu(seats: tuple[Seat, ...]) -> bool:
@@ -213,13 +212,6 @@ def _standby_seat(entry: Any, seats: list[Seat]) -> Seat:
     if any(seat.worker == name for seat in seats[1:]):
         raise ValueError(f"RemoteModule standby {entry!r} names worker {name!r} twice")
     return Seat(name, device, entry)
-
-
-def position(record: Record) -> int:
-    """The seat a RemoteModule's calls go to now (0 without a plan): taken before a send, so
-    that a failure is judged against the owner it was sent to."""
-    plan = record.failover
-    return 0 if plan is None else plan.position
 
 
 # --- The holder: meeting a dead owner --------------------------------------------------------

@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module._torchscript import use_script_stubs
-from remote_module.runtime import construction, failover, owner, wire
+from remote_module.runtime import construction, owner, wire
 from remote_module.runtime.calls import wait_for_owner
 from remote_module.runtime.errors import RemoteFailure, reporting
 from remote_module.runtime.record import Record
@@ -184,7 +184,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
 
     def remote_parameters(self, recurse: bool = True) -> list[rpc.RRef[Parameter]]:
         """RRefs to the remote module's parameters, for ``DistributedOptimizer``."""
-        at = failover.position(self._rm_record)
+        at = self._rm_record.seat()
         started = time.monotonic()
         try:
             future = rpc.rpc_async(
@@ -195,6 +195,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             )
             return wait_returning_rrefs(future, self.timeout, started)
         except Exception as error:  # the RPC's own error, or what the module raised there
+            from remote_module.runtime import failover  # (its import: 2 ms, on first need)
+
             raise failover.failed(self, error, "remote_parameters", at) from error
 
     def get_module_rref(self) -> rpc.RRef[nn.Module]:
@@ -218,6 +220,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         """Copy the module's state (``state_dict()`` and ``training``) from the owner to every
         standby, owner to standby directly; its version (1, 2, ...), once every standby
         holds it. Needs ``standby=[...]``."""
+        from remote_module.runtime import failover
+
         return failover.checkpoint(self)
 
     def fail_over(self) -> str:
@@ -225,6 +229,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         :meth:`checkpoint` first to carry the newest state); the new owner's worker name.
         TorchScript code that holds this RemoteModule keeps calling the owner it was
         scripted with: script it again."""
+        from remote_module.runtime import failover
+
         return failover.fail_over(self)
 
     def train(self: T, mode: bool = True) -> T:
@@ -323,12 +329,14 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the owner; what it raises there comes back as data and is raised
         here once, named (torch would print it there and put its traceback in the text)."""
-        at = failover.position(self._rm_record)
+        at = self._rm_record.seat()
         try:
             result = rpc.rpc_sync(
                 self.module_rref.owner(), reporting, (fn, *args), timeout=self.timeout
             )
         except Exception as error:  # the RPC itself failed: a timeout, a lost owner
+            from remote_module.runtime import failover
+
             raise failover.failed(self, error, method, at) from error
         if isinstance(result, RemoteFailure):
             raise result.error(method, self.module_rref.owner_name())

@@ -75,6 +75,12 @@ class Record:
         if failover is not None and failover.every is not None:
             self.ticket = tuple(failover.ticket)
 
+    def seat(self) -> int:
+        """The seat of the failover plan that owns the module now (0 without a plan): taken
+        before a send, so that a failure is judged against the owner it was sent to."""
+        plan = self.failover
+        return 0 if plan is None else plan.position
+
     @property
     def module_name(self) -> str:
         """The generated module's name, which the owner loads it under too."""

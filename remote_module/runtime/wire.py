@@ -18,7 +18,7 @@ import torch.distributed.rpc as rpc
 from torch.distributed.rpc.internal import _internal_rpc_pickler
 
 from remote_module import _contract
-from remote_module.runtime import calls, failover, registry
+from remote_module.runtime import calls, registry
 from remote_module.runtime.construction import (
     PICKLED_ATTRIBUTES,
     Placement,
@@ -78,7 +78,11 @@ def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModul
     module_name, interface_cls, move_tensors = spec
     wired = "wire_dtype" in options
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wire=wired)
-    plan = None if sent_plan is None else failover.Plan.received(sent_plan)
+    plan = None
+    if sent_plan is not None:
+        from remote_module.runtime import failover  # (its import: 2 ms, on first need)
+
+        plan = failover.Plan.received(sent_plan)
     return received(cls, Placement(**attributes), generated, module_rref, options, plan)
 
 
