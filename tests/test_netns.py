@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 import torch
-import torch.distributed.rpc as rpc
 
 from remote_module import RemoteModule
 from remote_module._hosts import TwoHosts, set_link, two_hosts, unavailable
-from remote_module._process import end_processes, free_port
 from tests.support.interfaces import LinearInterface, ScaledLinear
-from tests.support.rpc_group import ROOT
+from tests.support.netns_group import group_across
 
 NAMESPACE = f"rmtest{os.getpid() % 100000}"
 _REASON = unavailable(NAMESPACE)
@@ -32,52 +29,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def owner_across_veth() -> Iterator[tuple[TwoHosts, subprocess.Popen[bytes]]]:
-    port = free_port()
-    with two_hosts(NAMESPACE) as hosts:
-        env = dict(
-            os.environ,
-            PYTHONPATH=str(ROOT),
-            TP_SOCKET_IFNAME=hosts.owner_if,
-            GLOO_SOCKET_IFNAME=hosts.owner_if,
-            RM_TEST_INIT_ADDR=hosts.host_addr,
-        )
-        owner = subprocess.Popen(
-            [
-                *hosts.enter,
-                sys.executable,
-                "-m",
-                "tests.support.rpc_worker",
-                "1",
-                "2",
-                str(port),
-            ],
-            cwd=ROOT,
-            env=env,
-        )
-        # Both transports bind to the host's end of the veth pair while the group forms.
-        saved = {name: os.environ.get(name) for name in ("TP_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")}
-        os.environ.update(TP_SOCKET_IFNAME=hosts.host_if, GLOO_SOCKET_IFNAME=hosts.host_if)
-        try:
-            options = rpc.TensorPipeRpcBackendOptions(
-                init_method=f"tcp://{hosts.host_addr}:{port}",
-                num_worker_threads=8,
-                rpc_timeout=20,
-            )
-            rpc.init_rpc("worker0", rank=0, world_size=2, rpc_backend_options=options)
-        except BaseException:
-            end_processes([owner], grace_s=0)
-            raise
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-        try:
-            yield hosts, owner
-        finally:
-            rpc.shutdown(graceful=False)
-            end_processes([owner], grace_s=0)
+    with two_hosts(NAMESPACE) as hosts, group_across(hosts, [True]) as (owner,):
+        yield hosts, owner
 
 
 def test_calls_cross_the_veth_pair_then_fail_fast_when_the_link_is_cut(
