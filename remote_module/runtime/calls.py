@@ -54,8 +54,7 @@ def call(
     floating tensors cast for the wire both ways: see :func:`_to_wire`)."""
     if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
         return _call_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
-    plan = remote_module._rm_record.failover
-    at = 0 if plan is None else plan.position  # the seat it goes to (see runtime.failover)
+    at = remote_module._rm_record.seat()  # the seat it goes to (see runtime.failover)
     future, first, filing, wired = _start(remote_module, method, remote_fn, args, hints, kwargs, at)
     try:
         result = future.wait()
@@ -87,8 +86,7 @@ def call_async(
     """
     if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
         return _call_async_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
-    plan = remote_module._rm_record.failover
-    at = 0 if plan is None else plan.position  # the seat it goes to (see runtime.failover)
+    at = remote_module._rm_record.seat()  # the seat it goes to (see runtime.failover)
     future, first, filing, wired = _start(remote_module, method, remote_fn, args, hints, kwargs, at)
     result: Future[R] = Future()
 
@@ -262,8 +260,7 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
         if record.failover is not None and owner_gone(error):
             from remote_module.runtime import failover
 
-            at = record.failover.position
-            raise failover.failed(remote_module, error, what, at) from error
+            raise failover.failed(remote_module, error, what, record.seat()) from error
         loading = RuntimeError(
             f"loading the generated module {record.module_name} there failed: {error}"
         )
@@ -335,9 +332,9 @@ def _counted(
     takes the call prefix too)."""
     if ticket is None:
         return remote_fn, args
-    from remote_module.runtime import failover
+    from remote_module.runtime import standby
 
-    return failover.counted, (ticket, remote_fn, *args)
+    return standby.counted, (ticket, remote_fn, *args)
 
 
 def _send_script(
@@ -377,10 +374,10 @@ def _send_script(
         if ticket is None:
             filing = keys.ask_owner_to_file(record, remote_module.module_rref)
         else:  # its keyed calls counted for checkpoint_every
-            from remote_module.runtime import failover
+            from remote_module.runtime import standby
 
             filing = keys.ask_owner_to_file(
-                record, remote_module.module_rref, failover.file_counted, ticket
+                record, remote_module.module_rref, standby.file_counted, ticket
             )
     return future, False, filing
 

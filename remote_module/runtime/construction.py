@@ -32,8 +32,9 @@ from remote_module.runtime.errors import CreationFailure, creation_error, failur
 from remote_module.runtime.record import Record
 
 if TYPE_CHECKING:
-    from remote_module.runtime.failover import Plan, Seat
+    from remote_module.runtime.failover import Plan
     from remote_module.runtime.module import RemoteModule
+    from remote_module.runtime.standby import Seat
 
 __all__ = [
     "LOCAL_ATTRIBUTES",
@@ -177,7 +178,9 @@ def construct(
     def new_record(generated: types.ModuleType, module_name: str | None = None) -> Record:
         plan = None
         if seats is not None:
-            recipe = failover.Recipe(
+            from remote_module.runtime.standby import Recipe
+
+            recipe = Recipe(
                 module_cls,
                 args,
                 kwargs,
