@@ -285,9 +285,9 @@ def _send(
     (whose reply is a ``keys.FirstReply``), and the request to file a scripted module that
     this call sent beside it, if any. ``wired``: ``remote_fn`` is a Python function that
     takes the call prefix as the family's remote functions do (``owner.call_wired``,
-    ``failover.counted``): the module's RRef in a scriptable family (whose remote functions
+    ``standby.counted``): the module's RRef in a scriptable family (whose remote functions
     take it), else as any eager call (its key). ``at``: the seat it goes to. ``ticket``: the
-    owner counts the call for ``checkpoint_every`` (``failover.counted`` runs it there)."""
+    owner counts the call for ``checkpoint_every`` (``standby.counted`` runs it there)."""
     if hints is not None:
         values.check_arguments(method, args, hints)
     record: Record = remote_module._rm_record
@@ -328,7 +328,7 @@ def _send(
 def _counted(
     remote_fn: Any, args: tuple[Any, ...], ticket: tuple[Any, ...] | None
 ) -> tuple[Any, tuple[Any, ...]]:
-    """``remote_fn`` and its arguments, or with a ticket ``failover.counted`` running it (it
+    """``remote_fn`` and its arguments, or with a ticket ``standby.counted`` running it (it
     takes the call prefix too)."""
     if ticket is None:
         return remote_fn, args
