@@ -29,6 +29,7 @@ from benchmarks.spec import (
     CHECKPOINT_EVERY,
     FLOOR,
     FLOOR_RREF,
+    MANY_MODULES,
     OURS,
     TABLE_DIM,
     TABLE_ROWS,
@@ -417,6 +418,59 @@ def measure_construction_warm(sizes: Sizes, repeats: int) -> Results:
     return results
 
 
+def _build_on(impl: str, owner: str) -> Any:
+    """A tiny scriptable module on ``owner`` built by ``impl`` (the floor: ``create_scripted``
+    there, awaited)."""
+    args = (TINY_FEATURES, TINY_FEATURES)
+    if impl == FLOOR:
+        return rpc.rpc_sync(owner, interfaces.create_scripted, (nn.Linear, args))
+    if impl == OURS:
+        return remote_module.RemoteModule(
+            f"{owner}/cpu", nn.Linear, args, module_interface_cls=TinyInterface
+        )
+    return UpstreamInterfaceRemoteModule(
+        f"{owner}/cpu", nn.Linear, args, _module_interface_cls=TinyInterface
+    )
+
+
+def _call_built(impl: str, owner: str, made: Any, x: torch.Tensor) -> Any:
+    if impl == FLOOR:
+        return rpc.rpc_sync(owner, interfaces.run_script, (made, x))
+    return made.forward(x)
+
+
+def measure_construction_many(sizes: Sizes, repeats: int) -> Results:
+    """``MANY_MODULES`` constructions with an interface spread over the trio's two owners,
+    then one call on each, per implementation in rotating order (all warm first); per repeat
+    the median of ``sizes.blocks`` such batches of each."""
+    impls = [OURS, UPSTREAM, FLOOR]
+    owners = [OWNER, STANDBY]
+    x = torch.randn(1, TINY_FEATURES)
+    keep: list[Any] = []  # nothing is freed while measuring: no deletions in flight
+
+    def batch(impl: str) -> float:
+        start = time.perf_counter()
+        placed = [owners[index % 2] for index in range(MANY_MODULES)]
+        made = [_build_on(impl, owner) for owner in placed]
+        for owner, module in zip(placed, made, strict=True):
+            _call_built(impl, owner, module, x)
+        elapsed = time.perf_counter() - start
+        keep.extend(made)
+        return elapsed * 1e3
+
+    for impl in impls:  # first constructions (and their owners' compilation) not measured
+        batch(impl)
+    results: Results = {"sixteen_then_call": {impl: [] for impl in impls}}
+    for _ in range(repeats):
+        samples: dict[str, list[float]] = {impl: [] for impl in impls}
+        for block in range(sizes.blocks):
+            for impl in rotated(impls, block):
+                samples[impl].append(batch(impl))
+        for impl in impls:
+            results["sixteen_then_call"][impl].append(statistics.median(samples[impl]))
+    return results
+
+
 def _timed_pass(
     impls: list[str],
     count: int,
@@ -551,6 +605,7 @@ PAIR_FIGURES: dict[str, Callable[[Sizes, int], Results]] = {
     "wire": partial(measure_wire, f"{WIRE_MIB}MiB_loopback"),
     "wire_shaped": partial(measure_wire, f"{WIRE_MIB}MiB_1gbit"),
     "construction_warm": measure_construction_warm,
+    "construction_many": measure_construction_many,
     "jit_loop": measure_jit_loop,
     "type_check": measure_type_check,
     "memcpy": measure_memcpy,

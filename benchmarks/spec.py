@@ -80,6 +80,7 @@ WIRE_MIB = 16
 SHAPED_RATE = "1gbit"
 # The demo's embedding table (remote_module.examples.embedding), and its checkpoint interval.
 TABLE_ROWS, TABLE_DIM, CHECKPOINT_EVERY = 100_000, 16, 50
+MANY_MODULES = 16  # construction_many
 
 FIGURES: tuple[Figure, ...] = (
     Figure(
@@ -251,7 +252,9 @@ FIGURES: tuple[Figure, ...] = (
                 "ms",
                 _CALLS,
                 FLOOR,
-                description="later constructions in the same processes",
+                description="later constructions in the same processes, the constructor's "
+                "own time (ours returns once its request is sent: construction_many times "
+                "constructions with the first use that waits for them)",
             ),
             Row(
                 "script_again",
@@ -272,6 +275,24 @@ FIGURES: tuple[Figure, ...] = (
         "constructor and torch.jit.script time on the caller once warm; implementations "
         "one at a time in rotating order; a process pair per repeat",
         pair_per_repeat=True,
+    ),
+    Figure(
+        "construction_many",
+        "trio",
+        (
+            Row(
+                "sixteen_then_call",
+                "ms",
+                _CALLS,
+                UPSTREAM,
+                description=f"{MANY_MODULES} RemoteModules with an interface built on 2 owners "
+                "(alternately), then one forward on each; floor: "
+                f"{MANY_MODULES} sequential rpc_sync(create_scripted), then one "
+                "rpc_sync(run_script) on each",
+            ),
+        ),
+        "construction that never blocks on the owner (pytorch#58098): a caller and two owners, "
+        "warm; implementations one at a time in rotating order",
     ),
     Figure(
         "jit_loop",

@@ -74,8 +74,11 @@ def _requests() -> list[tuple[str, bool]]:
 
 def test_calls_wait_for_the_owner_to_load(x: Tensor) -> None:
     rm = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredCallInterface)
-    # The construction returned while the owner is still loading.
-    assert rm._rm_record.pending is not None
+    # The construction returned before the owner's reply; once it is taken, the owner is
+    # still loading.
+    assert rm._rm_record.creation is not None
+    assert rm.module_rref is not None
+    assert rm._rm_record.creation is None and rm._rm_record.pending is not None
     assert not _owner_ready(rm)
     futures = [rm.forward_async(x, scale=float(i)) for i in range(8)]
     assert torch.equal(rm(x), x * 2.0)
@@ -130,6 +133,7 @@ def test_wire_twins_load_when_a_wire_dtype_first_needs_them(x: Tensor) -> None:
         module_interface_cls=DeferredWireInterface,
         wire_dtype=torch.bfloat16,
     )
+    assert wired.module_rref is not None  # the construction's reply, taken
     assert wired._rm_record.pending is not None
     result = wired(x)
     assert result.dtype == torch.float32

@@ -87,7 +87,8 @@ def test_only_the_first_call_sends_the_rref(
     sent: list[tuple[Any, tuple[Any, ...]]],
 ) -> None:
     rm = RemoteModule("worker1/cpu", module_cls, args=args, module_interface_cls=interface)
-    sent.clear()  # the construction's own request
+    assert rm.module_rref is not None  # the construction's reply taken (and any owner load)
+    sent.clear()  # the construction's own requests
     first = rm(x)
     second = rm(x)
     third = rm.forward_async(x).wait()
@@ -415,8 +416,10 @@ def test_a_failed_creation_is_named_once_without_interface(x: Tensor) -> None:
 
 def test_a_failed_creation_is_named_once_with_interface() -> None:
     for interface in (runtime_helpers.SleepyInterface, ScorerProtocol):
+        # The constructor returns at once; the first operation raises the failed creation.
+        rm = RemoteModule("worker1/cpu", Scorer, args=("four",), module_interface_cls=interface)
         with pytest.raises(TypeError) as raised:
-            RemoteModule("worker1/cpu", Scorer, args=("four",), module_interface_cls=interface)
+            rm.remote_parameters()
         message = str(raised.value)
         assert message.startswith("RemoteModule: creating Scorer on worker 'worker1' failed: ")
         _assert_clean(message)
@@ -425,8 +428,9 @@ def test_a_failed_creation_is_named_once_with_interface() -> None:
 def test_a_module_that_does_not_match_its_interface_is_named_once() -> None:
     # nn.Linear's forward takes `input`; the interface's `x`: TorchScript refuses the module
     # as the interface's type on the owner, reported like any other failed creation.
+    rm = RemoteModule("worker1/cpu", nn.Linear, args=(4, 4), module_interface_cls=LinearInterface)
     with pytest.raises(RuntimeError) as raised:
-        RemoteModule("worker1/cpu", nn.Linear, args=(4, 4), module_interface_cls=LinearInterface)
+        rm.remote_parameters()
     message = str(raised.value)
     assert message.startswith("RemoteModule: creating Linear on worker 'worker1' failed: ")
     assert "LinearInterface" in message

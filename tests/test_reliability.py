@@ -208,18 +208,26 @@ class TestTimeouts:
             call(blocking, blocking_scripted)
 
     @pytest.mark.timeout(60)
-    def test_construction_with_interface_past_the_timeout_raises(
-        self, gate: None, fast: RemoteModule
+    @pytest.mark.parametrize("first_call_after_s", [0.0, TIMEOUT + 0.5])
+    def test_construction_with_interface_past_the_timeout_raises_on_first_call(
+        self, gate: None, fast: RemoteModule, first_call_after_s: float
     ) -> None:
-        with bounded(TIMEOUT + SLACK), pytest.raises(RuntimeError) as raised:
-            RemoteModule(
+        # Construction never blocks on the owner, with an interface too (pytorch#58098): it
+        # returns at once, and the creation's timeout (counted from the construction) is
+        # raised by the first operation, and by every later one, named as the creation's.
+        with bounded(SLACK):
+            rm = RemoteModule(
                 f"{OWNER}/cpu",
                 helpers.BlockingScripted,
                 args=(True,),  # __init__ blocks on the owner
                 module_interface_cls=helpers.HoldInterface,
                 timeout=TIMEOUT,
             )
-        assert_names(raised.value, OWNER, "BlockingScripted")
+        time.sleep(first_call_after_s)
+        for operation in (lambda: rm.forward(x_of(1)), rm.remote_parameters, rm.get_module_rref):
+            with bounded(TIMEOUT + SLACK), pytest.raises(RuntimeError) as raised:
+                operation()
+            assert_names(raised.value, OWNER, "BlockingScripted")
         with bounded(PROMPT):
             assert torch.equal(fast(x_of(3)), x_of(5))
 
@@ -333,13 +341,14 @@ class TestTimeouts:
                 rm = RemoteModule(f"{OWNER}/cpu", helpers.Blocking, timeout=TIMEOUT)
                 rm.remote_parameters()
             elif operation == "construction with interface":
-                RemoteModule(
+                rm = RemoteModule(
                     f"{OWNER}/cpu",
                     helpers.BlockingScripted,
                     args=(True,),
                     module_interface_cls=helpers.HoldInterface,
                     timeout=TIMEOUT,
                 )
+                rm.forward(x_of(1))
             else:
                 rm = RemoteModule(f"{OWNER}/cpu", helpers.Blocking, args=(True,), timeout=TIMEOUT)
                 rm(x_of(1))
@@ -351,6 +360,84 @@ class TestTimeouts:
             f"owner {OWNER} still holds RRefs after a timed-out {operation} "
             f"(before {baseline}, after {after}, waited {waited:.1f} s)"
         )
+
+
+# --- Construction never blocks on the owner -------------------------------------------------
+
+# Each operation that needs the module, as a caller meets it right after the constructor.
+WAITING_OPERATIONS: dict[str, Callable[[RemoteModule], Any]] = {
+    "forward": lambda rm: rm.forward(x_of(1)),
+    "forward_async": lambda rm: rm.forward_async(x_of(1)).wait(),
+    "nap": lambda rm: rm.nap() * 0 + rm.forward(x_of(1)),
+    "module_rref": lambda rm: rpc.rpc_sync(OWNER, helpers.forward_there, (rm, x_of(1))),
+    "get_module_rref": lambda rm: rm.get_module_rref().rpc_sync().forward(x_of(1)),
+    "remote_parameters": lambda rm: rm.remote_parameters() or rm.forward(x_of(1)),
+    "train": lambda rm: rm.train().forward(x_of(1)),
+    "torch.jit.script": lambda rm: torch.jit.script(rm).forward(x_of(1)),
+    "sending over RPC": lambda rm: rpc.rpc_sync("worker2", helpers.forward_there, (rm, x_of(1))),
+}
+
+
+class TestConstructionNeverBlocks:
+    """With an interface too, the constructor returns once its request is sent
+    (pytorch#58098): here the owner is held inside ``module_cls.__init__`` until the test
+    opens its gate, and every operation waits for the module to exist."""
+
+    @pytest.mark.timeout(60)
+    @pytest.mark.parametrize("operation", list(WAITING_OPERATIONS))
+    def test_the_constructor_returns_while_the_owner_creates(
+        self, gate: None, operation: str
+    ) -> None:
+        with bounded(PROMPT):  # a blocking construction would wait for the gate: 60 s
+            rm = RemoteModule(
+                f"{OWNER}/cpu",
+                helpers.BlockingScripted,
+                args=(True,),  # __init__ holds until the gate opens
+                module_interface_cls=helpers.HoldInterface,
+                timeout=60,
+            )
+        assert "module_rref" not in vars(rm), "the constructor waited for the owner's reply"
+        outcome: dict[str, Any] = {}
+        started = threading.Event()
+
+        def run() -> None:
+            started.set()
+            try:
+                outcome["result"] = WAITING_OPERATIONS[operation](rm)
+            except Exception as error:  # reported below
+                outcome["error"] = error
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        assert started.wait(PROMPT)
+        assert not outcome, f"{operation} finished while the owner was still creating: {outcome}"
+        on(OWNER, helpers.open_gate)
+        worker.join(PROMPT + 20.0)  # the module's forward holds for the gate, open by now
+        assert "error" not in outcome, outcome
+        assert torch.equal(outcome["result"], x_of(2)), outcome
+        assert vars(rm)["module_rref"].owner_name() == OWNER
+
+    @pytest.mark.timeout(60)
+    def test_a_failed_creation_is_raised_by_each_operation_named_as_the_creation(
+        self, fast: RemoteModule
+    ) -> None:
+        with bounded(PROMPT):
+            rm = RemoteModule(
+                f"{OWNER}/cpu",
+                helpers.BlockingScripted,
+                args=(True, "one too many"),  # TypeError in __init__ on the owner
+                module_interface_cls=helpers.HoldInterface,
+            )
+        for operation in ("forward", "remote_parameters", "module_rref", "torch.jit.script"):
+            with bounded(PROMPT), pytest.raises(TypeError) as raised:
+                WAITING_OPERATIONS[operation](rm)
+            text = str(raised.value)
+            assert text.startswith(
+                f"RemoteModule: creating BlockingScripted on worker '{OWNER}' failed: TypeError:"
+            ), text
+            assert "Traceback" not in text
+        with bounded(PROMPT):
+            assert torch.equal(fast(x_of(3)), x_of(5))
 
 
 # --- Part 4: load --------------------------------------------------------------------------
@@ -646,9 +733,9 @@ class TestOwnerFailure:
                 except RuntimeError as error:
                     assert_names(error, VICTIM, "AddConstant")
                     continue
-                assert interface is None, "construction with an interface on a dead owner returned"
-                # Without an interface, construction is asynchronous (as upstream): a failure
-                # surfaces on the first call.
+                # Construction never blocks on the owner (without an interface as upstream, with
+                # one too): a failure surfaces on the first call, the creation's named as such.
                 with pytest.raises(RuntimeError) as raised:
                     rm(x_of(1))
-                assert_names(raised.value, VICTIM, "forward")
+                named = "forward" if interface is None else "AddConstant"
+                assert_names(raised.value, VICTIM, named)

@@ -2,9 +2,8 @@
 
 Generated code calls :func:`call` and :func:`call_async` (through
 ``remote_module.runtime.contract``); in TorchScript the same methods take a compiled branch
-that sends directly (no checks, native errors). Also here: waiting for the owner's load of a
-generated module (the ``pending`` field of a RemoteModule's record, set and cleared only here),
-and waiting for replies that carry RRefs.
+that sends directly (no checks, native errors). A call first waits for what is not ready yet
+(``remote_module.runtime.pending``).
 """
 
 from __future__ import annotations
@@ -21,10 +20,9 @@ import torch._C._dynamo.eval_frame as _eval_frame
 import torch.distributed.rpc as rpc
 from torch.futures import Future
 
-from remote_module import _contract
 from remote_module._contract import CALL_PREFIX
 from remote_module.runtime import keys, owner, values
-from remote_module.runtime.errors import failure, owner_gone
+from remote_module.runtime.pending import wait_for_owner
 from remote_module.runtime.record import Record
 from remote_module.runtime.replies import wait_returning_rrefs
 
@@ -33,7 +31,7 @@ try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call 
 except ImportError:  # pragma: no cover - a torch built without it
     _invoke_rpc_torchscript = None  # type: ignore[assignment]
 
-__all__ = ["ask_owner_to_load", "call", "call_async", "wait_for_owner"]
+__all__ = ["call", "call_async"]
 
 _call_prefix = operator.attrgetter(*CALL_PREFIX)  # one C call per send
 # The prefix after the module's reference (its key, or its RRef), which eager calls send first.
@@ -225,51 +223,6 @@ def _when_both_done(first: Future[Any], second: Future[Any], then: Callable[[], 
     second.add_done_callback(one_done)
 
 
-def ask_owner_to_load(remote_module: Any) -> None:
-    """Ask the owner to load and compile the RemoteModule's generated module, without waiting;
-    what needs it waits in :func:`wait_for_owner`."""
-    record: Record = remote_module._rm_record
-    generated = record.generated
-    request = (
-        generated.__name__,
-        getattr(generated, _contract.INTERFACE_CLASS),
-        bool(getattr(generated, _contract.MOVES_TENSORS)),
-        remote_module.wire_dtype is not None,
-    )
-    record.pending = rpc.rpc_async(
-        remote_module.module_rref.owner(),
-        owner.ensure_generated_module,
-        request,
-        timeout=remote_module.timeout,
-    )
-
-
-def wait_for_owner(remote_module: Any, what: str) -> None:
-    """Hold ``what`` (a call, scripting, sending over RPC) until the owner has loaded and
-    compiled the RemoteModule's generated module, which a first construction asks for only
-    once the module exists (see ``owner.create_interface_module``); raise why it could not.
-    Bounded by the RemoteModule's timeout (that request's own). After a failure the owner is
-    asked again, so a load that only outlasted the timeout serves a later call."""
-    record: Record = remote_module._rm_record
-    pending = record.pending
-    if pending is None:
-        return
-    try:
-        pending.wait()
-    except Exception as error:  # the owner's own error type, or the RPC's RuntimeError
-        if record.failover is not None and owner_gone(error):
-            from remote_module.runtime import failover
-
-            raise failover.failed(remote_module, error, what, record.seat()) from error
-        loading = RuntimeError(
-            f"loading the generated module {record.module_name} there failed: {error}"
-        )
-        failed = _named(loading, remote_module, what)
-        ask_owner_to_load(remote_module)
-        raise failed from error
-    record.pending = None
-
-
 def _send(
     remote_module: Any,
     method: str,
@@ -291,7 +244,7 @@ def _send(
     if hints is not None:
         values.check_arguments(method, args, hints)
     record: Record = remote_module._rm_record
-    if record.pending is not None:  # a first construction's owner is still loading
+    if record.creation is not None or record.pending is not None:  # not ready yet
         wait_for_owner(remote_module, method)
     module_rref = remote_module.module_rref
     try:
@@ -435,10 +388,6 @@ def _script_name(remote_fn: Any) -> str:
     if _invoke_rpc_torchscript is None or not torch.jit._state._enabled.enabled:
         return ""
     return str(torch._jit_internal._qualified_name(remote_fn))
-
-
-def _named(error: Exception, remote_module: Any, method: str) -> Exception:
-    return failure(error, method, _owner_name(remote_module))
 
 
 def _owner_name(remote_module: Any) -> str:

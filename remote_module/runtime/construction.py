@@ -2,9 +2,10 @@
 
 - the constructor without an interface (:func:`construct`): ``rpc.remote`` of
   ``owner.create_module``, asynchronous; a ``module_cls`` that fails surfaces at the first call;
-- the constructor with an interface (:func:`construct`): one round trip to
-  ``owner.create_interface_module``, which creates (and scripts) the module; the owner's load
-  of the generated module may follow in a second request (``calls.ask_owner_to_load``);
+- the constructor with an interface (:func:`construct`): a request to
+  ``owner.create_interface_module``, which creates (and scripts) the module, sent and not
+  awaited; the first operation that needs the module takes the reply (and the owner's load of
+  the generated module may follow in a second request: ``remote_module.runtime.pending``);
 - :func:`from_module_rref`: over an existing RRef (``RemoteModule.init_from_module_rref``);
 - :func:`received`: a RemoteModule that arrived over RPC (``remote_module.runtime.wire``).
 
@@ -26,9 +27,10 @@ import torch.distributed.rpc as rpc
 from torch import nn
 
 from remote_module import _contract
-from remote_module.runtime import calls, owner, registry, replies
+from remote_module.runtime import owner, registry, replies
 from remote_module.runtime.device import is_device_map_set, target
-from remote_module.runtime.errors import CreationFailure, creation_error, failure
+from remote_module.runtime.errors import failure
+from remote_module.runtime.pending import Creation
 from remote_module.runtime.record import Record
 
 if TYPE_CHECKING:
@@ -98,14 +100,17 @@ def initialise(
 ) -> None:
     """Give ``remote_module`` its state: the six attributes that cross the wire, in upstream's
     order, then nn.Module's bookkeeping, its options and the generated methods; and its
-    record. ``module_rref`` may be None while a construction waits for it (the slot keeps its
-    place). One that ``arrived`` over RPC has in its ``__dict__`` exactly what upstream's
-    has (the six, then the generated methods; torch's own test compares the keys), plus the
-    options its sender set: nn.Module's bookkeeping and the options' defaults it reads from
+    record. ``module_rref`` is None while a construction's reply is untaken: it is not in
+    ``__dict__`` then (reading it takes the reply: ``remote_module.runtime.pending``). One
+    that ``arrived`` over RPC has in its ``__dict__`` exactly what upstream's has (the six,
+    then the generated methods; torch's own test compares the keys), plus the options its
+    sender set: nn.Module's bookkeeping and the options' defaults it reads from
     its class (see ``RemoteModule``) until scripting gives it its own (:func:`complete`)."""
     state = remote_module.__dict__  # plain values, past nn.Module.__setattr__'s checks
     methods = list(getattr(generated, _contract.GENERATED_METHODS))
     state.update(zip(PICKLED_ATTRIBUTES, (*placement, methods, module_rref), strict=True))
+    if module_rref is None:
+        del state["module_rref"]
     options = {"timeout": timeout, "wire_dtype": wire_dtype, "standby": standby}
     if not arrived:
         nn.Module.__init__(remote_module)
@@ -223,36 +228,29 @@ def construct(
             standby=standbys,
         )
         return
-    # One round trip: the owner creates (and, for a TorchScript interface, scripts) the
-    # module; meanwhile this side sets itself up and loads the generated module.
+    # Sent, not awaited (pytorch#58098): the owner creates (and, for a TorchScript interface,
+    # scripts) the module while this side sets itself up and returns; the first operation
+    # that needs the module takes the reply (runtime.pending).
     started = time.monotonic()
     module_name = registry.scriptable_module_name(interface_cls, move_tensors)
     wired = wire_dtype is not None
     creation = (module_cls, args, kwargs, placement.device, interface_cls, module_name, wired)
-    future = rpc.rpc_async(
-        placement.on,
-        owner.create_interface_module,
-        creation,
-        timeout=0,  # bounded below; the reply carries an RRef (see runtime.replies)
-    )
+    try:
+        future = rpc.rpc_async(
+            placement.on,
+            owner.create_interface_module,
+            creation,
+            timeout=0,  # bounded when taken; the reply carries an RRef (see runtime.replies)
+        )
+    except RuntimeError as error:
+        raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
     arrivals = replies.watch(future)  # the reply is judged by when it came, not when looked at
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
     record = new_record(generated, module_name)
+    record.creation = Creation(future, started, arrivals, creator)
     initialise(
         remote_module, placement, None, generated, seconds, wire_dtype, record, standby=standbys
     )
-    try:
-        created = replies.wait_returning_rrefs(future, seconds, started, arrivals)
-    except RuntimeError as error:
-        raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
-    if isinstance(created, CreationFailure):
-        raise creation_error(created, creator, placement.on)
-    module_rref, generated_ready = created
-    remote_module.__dict__["module_rref"] = module_rref
-    if not generated_ready:
-        # The owner loads and compiles the generated module while this returns; the first
-        # call (or scripting, or sending this over RPC) waits for it.
-        calls.ask_owner_to_load(remote_module)
 
 
 def from_module_rref(

@@ -20,8 +20,7 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module._torchscript import use_script_stubs
-from remote_module.runtime import construction, owner, wire
-from remote_module.runtime.calls import wait_for_owner
+from remote_module.runtime import construction, owner, pending, wire
 from remote_module.runtime.errors import RemoteFailure, reporting
 from remote_module.runtime.record import Record
 from remote_module.runtime.replies import wait_returning_rrefs
@@ -126,6 +125,15 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         # typed class (``Remote<Interface>``) declares exactly its interface's methods.
         def __getattr__(self, name: str) -> Any: ...
 
+    else:
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for what __dict__ lacks: module_rref while a construction's reply is
+            # untaken (taking it: runtime.pending), nn.Module's lookups otherwise.
+            if name == "module_rref":
+                return pending.module_rref(self)
+            return nn.Module.__getattr__(self, name)
+
     # The interface a generated typed class (``Remote<Interface>``) is bound to.
     _rm_bound_interface = None
 
@@ -184,6 +192,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
 
     def remote_parameters(self, recurse: bool = True) -> list[rpc.RRef[Parameter]]:
         """RRefs to the remote module's parameters, for ``DistributedOptimizer``."""
+        pending.created(self)  # a failed creation raises as it is named
         at = self._rm_record.seat()
         started = time.monotonic()
         try:
@@ -274,7 +283,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
                 "@torch.jit.interface class as module_interface_cls"
             )
         # Scripted calls go straight to the owner's compiled remote functions.
-        wait_for_owner(self, "torch.jit.script")
+        pending.wait_for_owner(self, "torch.jit.script")
         construction.complete(self)  # what TorchScript reads from __dict__
         use_script_stubs(
             self, [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__]
@@ -329,6 +338,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the owner; what it raises there comes back as data and is raised
         here once, named (torch would print it there and put its traceback in the text)."""
+        pending.created(self)  # a failed creation raises as it is named
         at = self._rm_record.seat()
         try:
             result = rpc.rpc_sync(

@@ -74,7 +74,7 @@ def create_interface_module(
     The generated module is not loaded here: its load and compile would delay the reply by
     as long again as creating a small module. The reply says whether it is ready; where it is
     not, the caller has it loaded by a second request while it goes on, and holds its first
-    call until that is done (``calls.wait_for_owner``)."""
+    call until that is done (``pending.wait_for_owner``)."""
     scripted = registry.is_script_interface(interface_cls)
     try:
         module = create_module(module_cls, args, kwargs, device)

@@ -8,17 +8,20 @@ RemoteModule (not in its ``__dict__``, which TorchScript walks and torch's tests
 - ``generated``: its generated module (the one its methods came from);
 - ``creator``: the name of ``module_cls``, for errors, and ``type_name``, the remote class's
   name for ``repr`` (known at construction, else asked once);
-- ``pending``: the owner's load of the generated module, while it is in flight;
+- ``creation``: with an interface, the construction's request while its reply is untaken,
+  and ``pending``, the owner's load of the generated module, while it is in flight (see
+  ``remote_module.runtime.pending``);
 - ``reference``, ``keeper``, ``filing``: the module's key in the owner's table and what keeps
   it there (see ``remote_module.runtime.keys``);
 - ``failover``: with standbys, its failover plan (which seat owns it now, who can take over,
   how to build it there), and ``ticket``, what a call tells the owner when it counts calls
   for ``checkpoint_every`` (see ``remote_module.runtime.failover``).
 
-Each field has one owner of its transitions: ``pending`` is set and cleared by
-``remote_module.runtime.calls``, the three key fields by ``remote_module.runtime.keys``; a
-promotion (``remote_module.runtime.failover``) changes the owner, in one place, and resets
-them; the rest is set once, by ``remote_module.runtime.construction``.
+Each field has one owner of its transitions: ``creation`` is set by the constructor and
+taken by ``remote_module.runtime.pending``, which sets and clears ``pending``; the three key
+fields by ``remote_module.runtime.keys``; a promotion (``remote_module.runtime.failover``)
+changes the owner, in one place, and resets them; the rest is set once, by
+``remote_module.runtime.construction``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from torch.futures import Future
 
 if TYPE_CHECKING:
     from remote_module.runtime.failover import Plan
+    from remote_module.runtime.pending import Creation
 
 __all__ = ["Record"]
 
@@ -38,6 +42,7 @@ class Record:
     """What one RemoteModule knows of itself beyond its public attributes."""
 
     __slots__ = (
+        "creation",
         "creator",
         "failover",
         "filing",
@@ -59,6 +64,8 @@ class Record:
         self.generated = generated
         self.creator = creator
         self.type_name = type_name
+        # The construction's request, its reply not taken yet (see runtime.pending).
+        self.creation: Creation | None = None
         # The owner's load of the generated module, in flight (None: nothing to wait for).
         self.pending: Future[Any] | None = None
         # The module's key in the owner's table (int), or its RRef where it has none; None

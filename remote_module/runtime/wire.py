@@ -18,7 +18,7 @@ import torch.distributed.rpc as rpc
 from torch.distributed.rpc.internal import _internal_rpc_pickler
 
 from remote_module import _contract
-from remote_module.runtime import calls, registry
+from remote_module.runtime import pending, registry
 from remote_module.runtime.construction import (
     PICKLED_ATTRIBUTES,
     Placement,
@@ -53,7 +53,7 @@ class _GeneratedMethods(NamedTuple):
 
 def _reduce_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, ...]]:
     # The receiver calls the owner's remote functions at once: they must be there.
-    calls.wait_for_owner(remote_module, "sending over RPC")
+    pending.wait_for_owner(remote_module, "sending over RPC")
     generated = remote_module._rm_record.generated
     spec = _GeneratedMethods(
         generated.__name__,

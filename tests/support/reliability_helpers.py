@@ -129,6 +129,11 @@ class AddConstant(nn.Module):
 OWNER_KEYS = ("num_owner_rrefs", "num_forks", "num_pending_users", "num_pending_futures")
 
 
+def forward_there(rm: Any, x: Tensor) -> Tensor:
+    """``rm.forward(x)`` on the worker ``rm`` was sent to."""
+    return rm.forward(x)
+
+
 def debug_counts() -> dict[str, int]:
     """This worker's RRef-context and agent counters, after a ``gc.collect()``."""
     gc.collect()
