@@ -106,6 +106,19 @@ def test_the_cycle_check_sees_imports_inside_functions() -> None:
     assert ("remote_module.codegen.parse", True, False) in GRAPH["remote_module.runtime.generator"]
 
 
+MAX_LINES = 400  # files by role: none longer (ARCHITECTURE.md)
+
+
+def test_no_file_of_ours_is_over_the_line_limit() -> None:
+    long = {
+        name: lines
+        for name, path in MODULES.items()
+        if not name.startswith("remote_module._generated")  # generated code aside
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"over {MAX_LINES} lines (split them by role): {long}"
+
+
 @pytest.mark.parametrize("leaf", ["remote_module._contract", "remote_module._torchscript"])
 def test_leaves_import_nothing_of_ours(leaf: str) -> None:
     assert GRAPH[leaf] == []

@@ -15,11 +15,10 @@ generated methods and the RemoteModule's record (``remote_module.runtime.record`
 
 from __future__ import annotations
 
-import numbers
 import time
 import types
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import torch
@@ -27,7 +26,7 @@ import torch.distributed.rpc as rpc
 from torch import nn
 
 from remote_module import _contract
-from remote_module.runtime import owner, registry, replies
+from remote_module.runtime import arguments, owner, registry, replies
 from remote_module.runtime.device import is_device_map_set, target
 from remote_module.runtime.errors import failure
 from remote_module.runtime.pending import Creation
@@ -161,13 +160,13 @@ def construct(
     checkpoint_every: int | None = None,
 ) -> None:
     """``RemoteModule(...)``: see the class's docstring."""
-    args, kwargs = _check_arguments(args, kwargs)
-    interface_cls = _pick_interface(
+    args, kwargs = arguments.check_args(args, kwargs)
+    interface_cls = arguments.pick_interface(
         type(remote_module), module_interface_cls, _module_interface_cls
     )
     placement, move_tensors = _placement(remote_device, interface_cls)
-    seconds = _check_timeout(timeout)
-    wire_dtype = _check_wire_dtype(wire_dtype)
+    seconds = arguments.check_timeout(timeout)
+    wire_dtype = arguments.check_wire_dtype(wire_dtype)
     seats: tuple[Seat, ...] | None = None
     if standby is not None or checkpoint_every is not None:
         from remote_module.runtime import failover  # (its import: 2 ms, on first need)
@@ -177,7 +176,7 @@ def construct(
         )
     if seats is not None:  # the module's calls may go to any seat: one generated module for all
         move_tensors = move_tensors or failover.off_cpu(seats)
-    creator = _callable_name(module_cls)
+    creator = arguments.callable_name(module_cls)
     type_name = module_cls.__qualname__ if isinstance(module_cls, type) else None
 
     def new_record(generated: types.ModuleType, module_name: str | None = None) -> Record:
@@ -265,10 +264,10 @@ def from_module_rref(
 ) -> T:
     """``RemoteModule.init_from_module_rref``: see its docstring."""
     remote_module = cls.__new__(cls)
-    interface_cls = _pick_interface(cls, module_interface_cls, _module_interface_cls)
+    interface_cls = arguments.pick_interface(cls, module_interface_cls, _module_interface_cls)
     placement, move_tensors = _placement(remote_device, interface_cls, module_rref)
-    seconds = _check_timeout(timeout)
-    wire_dtype = _check_wire_dtype(wire_dtype)
+    seconds = arguments.check_timeout(timeout)
+    wire_dtype = arguments.check_wire_dtype(wire_dtype)
     if interface_cls is None:
         generated = registry.non_scriptable_module()
     else:
@@ -362,70 +361,3 @@ def _warn_owner_differs(remote_device: str, owner_name: str) -> None:
         UserWarning,
         stacklevel=5,  # the caller of init_from_module_rref
     )
-
-
-def _pick_interface(cls: type[RemoteModule], module_interface_cls: Any, legacy: Any) -> Any:
-    """The interface a RemoteModule of class ``cls`` is built with: the one given (by either
-    keyword), or the one a typed class is bound to."""
-    if (
-        module_interface_cls is not None
-        and legacy is not None
-        and module_interface_cls is not legacy
-    ):
-        raise ValueError(
-            "pass the interface as module_interface_cls or _module_interface_cls, not both"
-        )
-    given = module_interface_cls if module_interface_cls is not None else legacy
-    bound = cls._rm_bound_interface
-    if bound is None or given is None or given is bound:
-        return given if given is not None else bound
-    raise ValueError(
-        f"{cls.__name__} is bound to the interface {bound.__module__}.{bound.__qualname__}; "
-        f"module_interface_cls={given!r} does not match it"
-    )
-
-
-# RPC keeps timeouts as 32-bit milliseconds, and 0 ms means "never time out".
-_MIN_TIMEOUT_S, _MAX_TIMEOUT_S = 0.001, 2_147_483.0
-
-
-def _check_timeout(timeout: float | None) -> float:
-    if timeout is None:
-        return _UNSET_TIMEOUT
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, numbers.Real)
-        or not _MIN_TIMEOUT_S <= timeout <= _MAX_TIMEOUT_S
-    ):
-        raise ValueError(
-            f"RemoteModule timeout must be a number of seconds between {_MIN_TIMEOUT_S} and "
-            f"{_MAX_TIMEOUT_S:.0f}, got {timeout!r}"
-        )
-    return float(timeout)
-
-
-def _check_wire_dtype(wire_dtype: Any) -> torch.dtype | None:
-    if wire_dtype is None or (isinstance(wire_dtype, torch.dtype) and wire_dtype.is_floating_point):
-        return wire_dtype
-    raise ValueError(
-        "RemoteModule wire_dtype must be None or a floating-point torch.dtype such as "
-        f"torch.bfloat16 or torch.float16, got {wire_dtype!r}"
-    )
-
-
-def _check_arguments(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    if kwargs is None and type(args) is tuple:
-        return args, {}  # the common case
-    if args is None:
-        args = ()
-    if not isinstance(args, (tuple, list)):
-        raise TypeError(f"RemoteModule args must be a tuple or list, got {type(args).__name__}")
-    if kwargs is None:
-        kwargs = {}
-    if not isinstance(kwargs, (dict, Mapping)) or not all(isinstance(key, str) for key in kwargs):
-        raise TypeError(f"RemoteModule kwargs must be a mapping with str keys, got {kwargs!r:.100}")
-    return tuple(args), dict(kwargs)
-
-
-def _callable_name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or type(fn).__qualname__

@@ -12,7 +12,7 @@ import inspect
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.distributed.rpc as rpc
@@ -20,15 +20,13 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module._torchscript import use_script_stubs
-from remote_module.runtime import construction, owner, pending, wire
+from remote_module.runtime import construction, owner, pending, refused, wire
 from remote_module.runtime.errors import RemoteFailure, reporting
 from remote_module.runtime.record import Record
 from remote_module.runtime.replies import wait_returning_rrefs
 from remote_module.runtime.values import move_to_device
 
 __all__ = ["RemoteModule"]
-
-_NOT_SUPPORTED = "Method ``{}`` not supported for RemoteModule"
 
 T = TypeVar("T", bound="RemoteModule")
 
@@ -316,13 +314,13 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         self, memo: set[nn.Module] | None = None, prefix: str = "", remove_duplicate: bool = True
     ) -> Iterator[tuple[str, nn.Module]]:
         if memo is None:  # a direct call, not a parent's traversal
-            _raise_not_supported("named_modules")
-        return _leaf(self, memo, prefix, remove_duplicate)
+            refused.raise_not_supported("named_modules")
+        return refused.leaf(self, memo, prefix, remove_duplicate)
 
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:
         destination = kwargs.get("destination", args[0] if args else None)
         if destination is None:
-            _raise_not_supported("state_dict")
+            refused.raise_not_supported("state_dict")
         return destination
 
     def _apply(self: T, fn: Any, recurse: bool = True) -> T:
@@ -331,9 +329,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     # ... while direct calls that cannot work remotely say so.
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        raise ValueError(
-            _NOT_SUPPORTED.format("parameters") + ". Please use ``remote_parameters`` instead."
-        )
+        refused.raise_not_supported("parameters", ". Please use ``remote_parameters`` instead.")
 
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the owner; what it raises there comes back as data and is raised
@@ -370,46 +366,7 @@ _class_defaults = {**vars(nn.Module()), **construction.OPTION_DEFAULTS}
 for _name, _value in _class_defaults.items():
     setattr(RemoteModule, _name, _value)
 del _class_defaults, _name, _value
-RemoteModule.parameters._rm_unsupported = True  # type: ignore[attr-defined]
 RemoteModule.__init__.__signature__ = inspect.signature(  # type: ignore[attr-defined]
     construction.construct
 )
-
-
-def _leaf(
-    module: nn.Module, memo: set[nn.Module], prefix: str, remove_duplicate: bool
-) -> Iterator[tuple[str, nn.Module]]:
-    if module not in memo:
-        if remove_duplicate:
-            memo.add(module)
-        yield prefix, module
-
-
-def _unsupported(name: str) -> Callable[..., Any]:
-    def method(self: RemoteModule, *args: Any, **kwargs: Any) -> Any:
-        _raise_not_supported(name)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = "Not supported for RemoteModule: raises ``ValueError``."
-    method._rm_unsupported = True  # type: ignore[attr-defined]  # left out of dir()
-    return method
-
-
-# nn.Module methods that would need the module's local state.
-UNSUPPORTED_METHODS = tuple(
-    (
-        "register_buffer register_parameter add_module register_module get_submodule "
-        "set_submodule get_parameter get_buffer apply cuda ipu xpu mtia cpu type float double "
-        "half bfloat16 to to_empty register_backward_hook register_full_backward_hook "
-        "register_full_backward_pre_hook register_forward_pre_hook register_forward_hook "
-        "load_state_dict named_parameters buffers named_buffers children named_children "
-        "modules requires_grad_ zero_grad share_memory extra_repr"
-    ).split()
-)
-for _name in UNSUPPORTED_METHODS:
-    setattr(RemoteModule, _name, _unsupported(_name))
-del _name
-
-
-def _raise_not_supported(name: str) -> NoReturn:
-    raise ValueError(_NOT_SUPPORTED.format(name))
+refused.install(RemoteModule)

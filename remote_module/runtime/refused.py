@@ -1,0 +1,59 @@
+"""What ``nn.Module`` offers that a RemoteModule refuses: the methods that would need the
+module's local state raise ``ValueError("Method ``<name>`` not supported for RemoteModule")``
+(upstream's text) and are left out of ``dir()``; a parent module's traversal
+(``named_modules``, ``state_dict`` into a destination) sees a leaf with no local state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
+
+from torch import nn
+
+__all__ = ["UNSUPPORTED_METHODS", "install", "leaf", "raise_not_supported"]
+
+_NOT_SUPPORTED = "Method ``{}`` not supported for RemoteModule"
+
+# nn.Module methods that would need the module's local state.
+UNSUPPORTED_METHODS = tuple(
+    (
+        "register_buffer register_parameter add_module register_module get_submodule "
+        "set_submodule get_parameter get_buffer apply cuda ipu xpu mtia cpu type float double "
+        "half bfloat16 to to_empty register_backward_hook register_full_backward_hook "
+        "register_full_backward_pre_hook register_forward_pre_hook register_forward_hook "
+        "load_state_dict named_parameters buffers named_buffers children named_children "
+        "modules requires_grad_ zero_grad share_memory extra_repr"
+    ).split()
+)
+
+
+def install(cls: type[nn.Module]) -> None:
+    """Give ``cls`` (RemoteModule) a refusing method for each of :data:`UNSUPPORTED_METHODS`;
+    its own ``parameters`` (which names ``remote_parameters``) is left out of ``dir()`` too."""
+    for name in UNSUPPORTED_METHODS:
+        setattr(cls, name, _unsupported(name))
+    cls.parameters._rm_unsupported = True  # type: ignore[attr-defined]
+
+
+def raise_not_supported(name: str, hint: str = "") -> NoReturn:
+    raise ValueError(_NOT_SUPPORTED.format(name) + hint)
+
+
+def leaf(
+    module: nn.Module, memo: set[nn.Module], prefix: str, remove_duplicate: bool
+) -> Iterator[tuple[str, nn.Module]]:
+    """``named_modules`` of a module with no submodules, as a parent's traversal asks it."""
+    if module not in memo:
+        if remove_duplicate:
+            memo.add(module)
+        yield prefix, module
+
+
+def _unsupported(name: str) -> Callable[..., Any]:
+    def method(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        raise_not_supported(name)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = "Not supported for RemoteModule: raises ``ValueError``."
+    method._rm_unsupported = True  # type: ignore[attr-defined]  # left out of dir()
+    return method
