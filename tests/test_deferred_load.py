@@ -24,6 +24,7 @@ from tests.support.deferred_helpers import (
     DeferredCallInterface,
     DeferredFailInterface,
     DeferredParentInterface,
+    DeferredRrefInterface,
     DeferredScriptInterface,
     DeferredSendInterface,
     DeferredSlowInterface,
@@ -51,6 +52,7 @@ def slow_owner() -> Iterator[None]:
             DeferredParentInterface,
             DeferredSendInterface,
             DeferredWireInterface,
+            DeferredRrefInterface,
         )
     }
     delays[DeferredSlowInterface.__name__] = SLOW_LOAD_S
@@ -139,6 +141,18 @@ def test_wire_twins_load_when_a_wire_dtype_first_needs_them(x: Tensor) -> None:
     assert result.dtype == torch.float32
     assert torch.equal(result, (x.to(torch.bfloat16) * 2.0).to(torch.float32))
     assert _owner_ready(plain, wire=True)
+
+
+def test_init_from_module_rref_returns_while_the_owner_loads(x: Tensor) -> None:
+    first = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredRrefInterface)
+    rref = first.get_module_rref()  # the creation's reply taken: the owner starts loading
+    again = RemoteModule.init_from_module_rref(f"{OWNER}/cpu", rref, DeferredRrefInterface)
+    # It returned without waiting for the owner's load (LOAD_DELAY_S): its calls wait.
+    assert again._rm_record.pending is not None
+    assert not _owner_ready(again)
+    assert torch.equal(again(x, 3.0), x * 3.0)
+    assert again._rm_record.pending is None and _owner_ready(again)
+    assert torch.equal(first(x), x * 2.0)
 
 
 def test_a_failed_load_is_named_at_every_call(x: Tensor) -> None:

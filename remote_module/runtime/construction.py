@@ -270,23 +270,26 @@ def from_module_rref(
     wire_dtype = arguments.check_wire_dtype(wire_dtype)
     if interface_cls is None:
         generated = registry.non_scriptable_module()
-    else:
-        # The owner may never have compiled this interface's remote functions.
-        module_name = registry.scriptable_module_name(interface_cls, move_tensors)
-        wired = wire_dtype is not None
+        initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype)
+        return remote_module
+    # The owner may never have compiled this interface's remote functions: asked, not awaited
+    # (what reaches them waits for it, as after a first construction: runtime.pending).
+    module_name = registry.scriptable_module_name(interface_cls, move_tensors)
+    wired = wire_dtype is not None
+    try:
         future = rpc.rpc_async(
             module_rref.owner(),
             owner.ensure_generated_module,
             (module_name, interface_cls, move_tensors, wired),
             timeout=seconds,
         )
-        generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
-        try:
-            future.wait()
-        except RuntimeError as error:
-            what = "RemoteModule.init_from_module_rref"
-            raise failure(error, what, module_rref.owner_name()) from error
-    initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype)
+    except RuntimeError as error:
+        what = "RemoteModule.init_from_module_rref"
+        raise failure(error, what, module_rref.owner_name()) from error
+    generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
+    record = Record(generated)
+    record.pending = future
+    initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype, record)
     return remote_module
 
 

@@ -12,8 +12,9 @@ and ``pending`` fields, set and cleared only here.
   is raised by the operation that looks, and by every later one, named as the constructor
   would have named it (a late reply's RRef is still received and then released).
 - ``pending``: the owner's load of the generated module, asked for once the module exists
-  (see ``owner.create_interface_module``); calls, ``torch.jit.script`` and sending over RPC
-  wait for it: they reach the owner's compiled remote functions.
+  (see ``owner.create_interface_module``), or by ``init_from_module_rref`` with an interface;
+  calls, ``torch.jit.script`` and sending over RPC wait for it: they reach the owner's
+  compiled remote functions.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ RemoteModule (not in its ``__dict__``, which TorchScript walks and torch's tests
   for ``checkpoint_every`` (see ``remote_module.runtime.failover``).
 
 Each field has one owner of its transitions: ``creation`` is set by the constructor and
-taken by ``remote_module.runtime.pending``, which sets and clears ``pending``; the three key
+taken by ``remote_module.runtime.pending``, which sets and clears ``pending`` (set by
+``init_from_module_rref`` too); the three key
 fields by ``remote_module.runtime.keys``; a promotion (``remote_module.runtime.failover``)
 changes the owner, in one place, and resets them; the rest is set once, by
 ``remote_module.runtime.construction``.

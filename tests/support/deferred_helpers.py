@@ -56,6 +56,12 @@ class DeferredSlowInterface:
         pass
 
 
+@torch.jit.interface
+class DeferredRrefInterface:
+    def forward(self, x: Tensor, scale: float = 2.0) -> Tensor:
+        pass
+
+
 class Scale(nn.Module):
     """Matches every interface above."""
 
