@@ -384,16 +384,25 @@ class TestConstructionNeverBlocks:
     opens its gate, and every operation waits for the module to exist."""
 
     @pytest.mark.timeout(60)
-    @pytest.mark.parametrize("operation", list(WAITING_OPERATIONS))
+    @pytest.mark.parametrize(
+        ("interface", "operation"),
+        [(helpers.HoldInterface, operation) for operation in WAITING_OPERATIONS]
+        + [
+            (helpers.HoldProtocol, operation)
+            for operation in WAITING_OPERATIONS
+            if operation != "torch.jit.script"  # the eager family does not script
+        ],
+        ids=lambda value: value if isinstance(value, str) else value.__name__,
+    )
     def test_the_constructor_returns_while_the_owner_creates(
-        self, gate: None, operation: str
+        self, gate: None, interface: Any, operation: str
     ) -> None:
         with bounded(PROMPT):  # a blocking construction would wait for the gate: 60 s
             rm = RemoteModule(
                 f"{OWNER}/cpu",
                 helpers.BlockingScripted,
                 args=(True,),  # __init__ holds until the gate opens
-                module_interface_cls=helpers.HoldInterface,
+                module_interface_cls=interface,
                 timeout=60,
             )
         assert "module_rref" not in vars(rm), "the constructor waited for the owner's reply"

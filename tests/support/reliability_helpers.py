@@ -10,7 +10,7 @@ import gc
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed.rpc as rpc
@@ -47,6 +47,14 @@ class HoldInterface:
 
     def nap(self) -> float:
         pass
+
+
+class HoldProtocol(Protocol):
+    """``HoldInterface`` as a ``typing.Protocol``: the eager family."""
+
+    def forward(self, x: Tensor) -> Tensor: ...
+
+    def nap(self) -> float: ...
 
 
 class Blocking(nn.Module):
