@@ -406,6 +406,7 @@ class TestConstructionNeverBlocks:
                 timeout=60,
             )
         assert "module_rref" not in vars(rm), "the constructor waited for the owner's reply"
+        assert "module_rref" in dir(rm)  # what it has, though not taken yet
         outcome: dict[str, Any] = {}
         started = threading.Event()
 

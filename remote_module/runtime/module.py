@@ -300,7 +300,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         # not nn.Module's bookkeeping (hooks, empty parameter dicts), which torch.jit.script
         # would walk on every call.
         own = (name for name in self.__dict__ if name not in construction.MODULE_BOOKKEEPING)
-        return sorted({*dir(type(self)), *own})
+        return sorted({*dir(type(self)), *own, "module_rref"})  # (before the reply is taken too)
 
     def __repr__(self) -> str:
         return (
