@@ -19,6 +19,7 @@ from torch import Tensor
 
 __all__ = [
     "CALL_PREFIX",
+    "COUNTING",
     "FINGERPRINT",
     "GENERATED_METHODS",
     "GENERATOR_VERSION",
@@ -64,6 +65,9 @@ INTERNAL_PREFIX = "_rm_"
 REMOTE_PREFIX = "_remote_"
 WIRE_SUFFIX = "_wire"
 KEYED_SUFFIX = "_keyed"
+# The attribute a scripted RemoteModule reads to count its calls for ``checkpoint_every`` (its
+# identity, or None: set when it is scripted).
+COUNTING = "_rm_counting"
 
 # Globals every interface module defines, which the runtime reads.
 GENERATOR_VERSION = "GENERATOR_VERSION"

@@ -197,6 +197,37 @@ def test_checkpoint_every_n_calls_from_any_holder(family: str) -> None:
     assert rm(torch.zeros(2))[0] >= 4 * every - 1
 
 
+def test_checkpoint_every_counts_the_calls_torchscript_sends() -> None:
+    # A scripted holder counts its calls where it sends them (in Python, beside TorchScript)
+    # and tells the owner every N-th; the owner counts them with every other holder's.
+    every = 3
+    rm = RemoteModule(
+        "worker3/cpu",
+        helpers.Accumulator,
+        standby=["worker1/cpu"],
+        checkpoint_every=every,
+        timeout=TIMEOUT,
+        **FAMILIES["torch.jit.interface"],
+    )
+    scripted = torch.jit.script(rm)
+    for _ in range(every - 1):
+        scripted.forward(ones())
+    assert held("worker1", rm) is None
+    scripted.forward_async(ones()).wait()  # the N-th
+    assert poll_held("worker1", rm, (0, 1), TIMEOUT + SLACK) == (0, 1)
+    for _ in range(every):  # eager and scripted calls of one RemoteModule count together
+        rm(ones())
+    assert poll_held("worker1", rm, (0, 2), TIMEOUT + SLACK) == (0, 2)
+    # A RemoteModule without checkpoint_every scripts to code that counts nothing.
+    plain = torch.jit.script(
+        RemoteModule("worker3/cpu", helpers.Accumulator, **FAMILIES["torch.jit.interface"])
+    )
+    assert "count_call" not in plain.forward_async.code
+    assert "count_call" in scripted.forward_async.code
+    assert rm.fail_over() == "worker1"
+    assert rm(torch.zeros(2))[0] >= 2 * every - 1
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fail_over_moves_the_module_with_its_checkpoint_and_the_standbys_follow(
     family: str,

@@ -12,6 +12,8 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
   owner's table, or its RRef; see ``remote_module.runtime.keys``); :func:`keyed_module` in
   the TorchScript family's keyed remote functions, through a lookup marked :func:`ignore`
   (TorchScript calls it in Python): the module filed under a key;
+- :func:`count_call` in the TorchScript branch of a RemoteModule with ``checkpoint_every``
+  (in Python: its calls counted, every N-th told to the owner);
 - :func:`is_scripting`, and :func:`rpc_async` and :func:`fork` in their TorchScript branch:
   torch's own functions (TorchScript knows them by identity), with the types and explicit
   exports torch does not declare;
@@ -52,6 +54,7 @@ __all__ = [
     "call_async",
     "cast_tensor",
     "check_fresh",
+    "count_call",
     "fork",
     "ignore",
     "is_scripting",
@@ -112,3 +115,16 @@ else:
     is_scripting = torch.jit.is_scripting
     ignore = torch.jit.ignore
     TypedRemoteModule = RemoteModule
+
+
+@torch.jit.ignore
+def count_call(identity: str) -> None:
+    """A call that a scripted RemoteModule with ``checkpoint_every`` sends from TorchScript,
+    counted in Python on this side (the owner is told every N-th: ``failover.scripted_call``)."""
+    from remote_module.runtime import failover  # (its import: 2 ms, on first need)
+
+    failover.scripted_call(identity)
+
+
+# Real types, not the strings of this module's postponed annotations: TorchScript reads them.
+count_call.__annotations__ = {"identity": str, "return": None}

@@ -334,3 +334,39 @@ def checkpoint(remote_module: Any) -> int:
     if isinstance(reply, RemoteFailure):
         raise reply.error("checkpoint", _owner_name(remote_module))
     return int(reply)
+
+
+# identity -> [calls not yet told, the module's RRef, the ticket]: the calls that scripted
+# holders of this process send from TorchScript (kept for the process's life, as checkpoints)
+_scripted: dict[str, list[Any]] = {}
+_scripted_lock = threading.Lock()
+
+
+def count_scripted(remote_module: Any) -> str | None:
+    """At ``torch.jit.script``: what its TorchScript calls are counted as (the identity),
+    None without ``checkpoint_every``. They are counted here, and the owner told of every
+    N-th (one message per N calls, not one per call)."""
+    ticket = remote_module._rm_record.ticket
+    if ticket is None:
+        return None
+    with _scripted_lock:
+        _scripted[ticket[0]] = [0, remote_module.module_rref, ticket]
+    return str(ticket[0])
+
+
+def scripted_call(identity: str) -> None:
+    """Count one call sent from TorchScript; at every N-th, tell the owner."""
+    with _scripted_lock:
+        entry = _scripted.get(identity)
+        if entry is None:
+            return
+        entry[0] += 1
+        every = entry[2][2]
+        if entry[0] < every:
+            return
+        entry[0] = 0
+        module_rref, ticket = entry[1], entry[2]
+    try:
+        rpc.rpc_async(module_rref.owner(), standby.counted_elsewhere, (module_rref, ticket, every))
+    except RuntimeError:  # the owner gone: the call itself says so
+        pass

@@ -19,6 +19,7 @@ import torch.distributed.rpc as rpc
 from torch import nn
 from torch.nn.parameter import Parameter
 
+from remote_module._contract import COUNTING
 from remote_module._torchscript import use_script_stubs
 from remote_module.runtime import construction, owner, pending, refused, wire
 from remote_module.runtime.errors import RemoteFailure, reporting
@@ -283,6 +284,12 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         # Scripted calls go straight to the owner's compiled remote functions.
         pending.wait_for_owner(self, "torch.jit.script")
         construction.complete(self)  # what TorchScript reads from __dict__
+        counting = None
+        if self._rm_record.ticket is not None:  # checkpoint_every: its TorchScript calls count
+            from remote_module.runtime import failover
+
+            counting = failover.count_scripted(self)
+        self.__dict__[COUNTING] = counting
         use_script_stubs(
             self, [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__]
         )
@@ -299,7 +306,11 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         # What the class lists, the RemoteModule's own attributes and its generated methods;
         # not nn.Module's bookkeeping (hooks, empty parameter dicts), which torch.jit.script
         # would walk on every call.
-        own = (name for name in self.__dict__ if name not in construction.MODULE_BOOKKEEPING)
+        own = (
+            name
+            for name in self.__dict__
+            if name not in construction.MODULE_BOOKKEEPING and name != COUNTING
+        )
         return sorted({*dir(type(self)), *own, "module_rref"})  # (before the reply is taken too)
 
     def __repr__(self) -> str:

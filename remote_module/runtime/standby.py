@@ -4,7 +4,8 @@
 - **The owner** cuts checkpoints (its module's ``state_dict()`` and ``training`` flag), on
   ``rm.checkpoint()`` (:func:`cut_checkpoint`) or by itself after every N-th call
   (``checkpoint_every``: eager calls run through :func:`counted`, a scripted module's keyed
-  calls are counted where the owner looks the module up, filed by :func:`file_counted`), and
+  calls are counted where the owner looks the module up, filed by :func:`file_counted`, the
+  calls of a scripted holder where it sends them, told here by :func:`counted_elsewhere`), and
   sends them to the standbys after it directly, never through a caller.
 - **A standby** keeps, per identity, the newest checkpoint that reached it whole
   (:func:`receive`: a message RPC delivers complete or not at all) and decides the promotion
@@ -41,6 +42,7 @@ __all__ = [
     "Seat",
     "Ticket",
     "counted",
+    "counted_elsewhere",
     "cut_checkpoint",
     "file_counted",
     "held",
@@ -164,12 +166,20 @@ def file_counted(
     return key, keeper
 
 
-def _tick(owned: _Owned, module: Any) -> None:
-    """Count one call of ``owned``'s module; after every N-th, a checkpoint in the background."""
+def counted_elsewhere(module_rref: rpc.RRef[Any], ticket: tuple[Any, ...], calls: int) -> None:
+    """``calls`` calls that a scripted holder sent from TorchScript, counted there and told
+    here every N-th (``failover.scripted_call``): counted as :func:`counted` counts one."""
+    _tick(_owned_for(ticket), owner.local_module(module_rref), calls)
+
+
+def _tick(owned: _Owned, module: Any, calls: int = 1) -> None:
+    """Count ``calls`` calls of ``owned``'s module; past every N-th, a checkpoint in the
+    background."""
     every = owned.ticket.every
     with owned.lock:
-        owned.calls += 1
-        due = every is not None and owned.calls % every == 0 and not owned.retired
+        before = owned.calls
+        owned.calls += calls
+        due = every is not None and owned.calls // every > before // every and not owned.retired
     if due:
         if isinstance(module, torch._C.ScriptModule):
             module = torch.jit._recursive.wrap_cpp_module(module)

@@ -95,6 +95,8 @@ def forward_async(
     count: int | None = None,
 ) -> Future[Stats]:
     if _rm.is_scripting():
+        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+            _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
             _rm_sent = (
@@ -170,6 +172,8 @@ def forward(
 
 def boxed_async(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Future[Box]:
     if _rm.is_scripting():
+        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+            _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         _rm_sent = (self.module_rref, self.device, self.is_device_map_set, box, tag)
         return _rm.rpc_async(_rm_owner, _remote_boxed, _rm_sent, {}, self.timeout)
@@ -189,6 +193,8 @@ def nested_async(
     keys: list[str],
 ) -> Future[tuple[list[Tensor], Stats]]:
     if _rm.is_scripting():
+        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+            _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
             _rm_sent = (

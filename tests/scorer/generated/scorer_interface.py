@@ -76,6 +76,8 @@ def forward_async(
     scale: float = 1.0,
 ) -> Future[Scored]:
     if _rm.is_scripting():
+        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+            _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
             _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, scale)
@@ -117,6 +119,8 @@ def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
 
 def stats_async(self: _rm.RemoteModule) -> Future[dict[str, float]]:
     if _rm.is_scripting():
+        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+            _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
         return _rm.rpc_async(_rm_owner, _remote_stats, _rm_sent, {}, self.timeout)
@@ -132,6 +136,8 @@ def stats(self: _rm.RemoteModule) -> dict[str, float]:
 
 def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
     if _rm.is_scripting():
+        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+            _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
             _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x, k)
@@ -171,6 +177,8 @@ def best_async(
     threshold: float | None = None,
 ) -> Future[Scored | None]:
     if _rm.is_scripting():
+        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+            _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
             _rm_sent = (
@@ -221,6 +229,8 @@ def best(
 
 def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
     if _rm.is_scripting():
+        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+            _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
             _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
@@ -255,6 +265,8 @@ def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
 
 def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
     if _rm.is_scripting():
+        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+            _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
             _rm_sent = (self.module_rref, self.device, self.is_device_map_set, x)
