@@ -519,6 +519,7 @@ ALLOWED_CALLS = {
     "_rm_module_rref.local_value",
     "torch.device",
     "_rm.is_scripting",
+    "_rm.count_call",
     "_rm.rpc_async",
     "_rm.fork",
     "_rm_future.wait",

@@ -47,7 +47,7 @@ class RemoteTinyInterface(_rm.TypedRemoteModule):
 
 def forward_async(self: _rm.RemoteModule, input: Tensor) -> Future[Tensor]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:

@@ -95,7 +95,7 @@ def forward_async(
     count: int | None = None,
 ) -> Future[Stats]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
@@ -172,7 +172,7 @@ def forward(
 
 def boxed_async(self: _rm.RemoteModule, box: Box, tag: str = "b") -> Future[Box]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         _rm_sent = (self.module_rref, self.device, self.is_device_map_set, box, tag)
@@ -193,7 +193,7 @@ def nested_async(
     keys: list[str],
 ) -> Future[tuple[list[Tensor], Stats]]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:

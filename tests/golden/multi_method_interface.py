@@ -90,7 +90,7 @@ def forward_async(
     label: str = "w",
 ) -> Future[Tensor]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
@@ -147,7 +147,7 @@ def forward(
 
 def step_count_async(self: _rm.RemoteModule) -> Future[int]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
@@ -175,7 +175,7 @@ def describe_async(
     flags: tuple[bool, int] = (True, 0),
 ) -> Future[str]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         _rm_sent = (

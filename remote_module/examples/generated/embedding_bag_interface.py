@@ -60,7 +60,7 @@ def forward_async(
     offsets: Tensor,
 ) -> Future[Tensor]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
@@ -110,7 +110,7 @@ def forward(self: _rm.RemoteModule, indices: Tensor, offsets: Tensor) -> Tensor:
 
 def weight_norm_async(self: _rm.RemoteModule) -> Future[float]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         _rm_sent = (self.module_rref, self.device, self.is_device_map_set)

@@ -76,7 +76,7 @@ def forward_async(
     scale: float = 1.0,
 ) -> Future[Scored]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
@@ -119,7 +119,7 @@ def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
 
 def stats_async(self: _rm.RemoteModule) -> Future[dict[str, float]]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         _rm_sent = (self.module_rref, self.device, self.is_device_map_set)
@@ -136,7 +136,7 @@ def stats(self: _rm.RemoteModule) -> dict[str, float]:
 
 def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
@@ -177,7 +177,7 @@ def best_async(
     threshold: float | None = None,
 ) -> Future[Scored | None]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
@@ -229,7 +229,7 @@ def best(
 
 def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
@@ -265,7 +265,7 @@ def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
 
 def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
     if _rm.is_scripting():
-        if self._rm_counting is not None:  # checkpoint_every (TorchScript compiles it only then)
+        if self._rm_counting is not None:
             _rm.count_call(self._rm_counting)
         _rm_owner = self.module_rref.owner()
         if self.wire_dtype is None:
