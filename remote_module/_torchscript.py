@@ -249,6 +249,7 @@ _INSTANCE_OVERRIDES = frozenset(
 )
 
 _classes_lock = threading.Lock()
+_compile_lock = threading.RLock()  # one class's first compilation at a time
 # class -> the __init__ torch's attribute check accepted for it.
 _checked: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
 # class -> (its attribute counts along the MRO, (method name, resolution callback, parsed
@@ -263,7 +264,8 @@ def script_module(module: torch.nn.Module, what: str) -> Any:
     :func:`script` and, when a module of its class was scripted before, at a third of the cost
     (see the module docstring)."""
     if not _PIPELINE_SUPPORTED or not torch.jit._state._enabled:
-        return script(module, what)
+        with _compile_lock:  # (see _script_module)
+            return script(module, what)
     try:
         return _script_module(module)
     except Exception as error:
@@ -290,8 +292,15 @@ def _script_module(module: torch.nn.Module) -> Any:
     # Where torch compiles nothing, it reads the stubs only for the names of the methods to
     # wrap; every submodule's type is compiled with its parent's (torch compiles them first).
     compiled = concrete_type in _PIPELINE["concrete_type_store"].methods_compiled
-    stubs = functools.partial(_method_stubs, compiled)
-    return _PIPELINE["create_script_module_impl"](module, concrete_type, stubs)
+    if compiled:
+        stubs = functools.partial(_method_stubs, True)
+        return _PIPELINE["create_script_module_impl"](module, concrete_type, stubs)
+    # torch compiles a class's methods once: a second compilation of them at the same time
+    # (constructions of one class reach an owner at once) raises "Can't redefine method".
+    with _compile_lock:
+        compiled = concrete_type in _PIPELINE["concrete_type_store"].methods_compiled
+        stubs = functools.partial(_method_stubs, compiled)
+        return _PIPELINE["create_script_module_impl"](module, concrete_type, stubs)
 
 
 def _check_attributes(module: torch.nn.Module) -> bool:

@@ -428,6 +428,33 @@ class TestConstructionNeverBlocks:
         assert vars(rm)["module_rref"].owner_name() == OWNER
 
     @pytest.mark.timeout(60)
+    def test_many_constructions_of_a_new_class_at_once_all_work(self) -> None:
+        # The owner scripts a class's first modules on several threads at once (nothing
+        # waits between these constructors); torch compiles a class's methods (and its
+        # submodules', here nn.EmbeddingBag's) once, and a second compilation beside it
+        # raises "Can't redefine method". (The demo's table: no other test here scripts it.)
+        import remote_module.examples.generated  # noqa: F401  (its build-time stubs, as the demo)
+        from remote_module.examples.embedding import EmbeddingBagInterface, RemoteEmbeddingBag
+
+        with bounded(PROMPT):
+            made = [
+                RemoteModule(
+                    f"{OWNER}/cpu",
+                    RemoteEmbeddingBag,
+                    args=(100_000, 16, seed),
+                    kwargs={"sparse": True},
+                    module_interface_cls=EmbeddingBagInterface,
+                    timeout=60,
+                )
+                for seed in range(8)
+            ]
+        indices, offsets = torch.arange(6), torch.tensor([0, 3])
+        for rm in made:
+            assert rm(indices, offsets).shape == (2, 16)
+        norms = {rm.weight_norm() for rm in made}
+        assert len(norms) == len(made)  # eight modules, each its own seed
+
+    @pytest.mark.timeout(60)
     def test_a_failed_creation_is_raised_by_each_operation_named_as_the_creation(
         self, fast: RemoteModule
     ) -> None:
