@@ -22,7 +22,7 @@ from torch.futures import Future
 
 from remote_module._contract import CALL_PREFIX
 from remote_module.runtime import keys, owner, values
-from remote_module.runtime.pending import wait_for_owner
+from remote_module.runtime.pending import created, wait_for_owner
 from remote_module.runtime.record import Record
 from remote_module.runtime.replies import wait_returning_rrefs
 
@@ -124,6 +124,8 @@ def _start(
     """Send a call (through the wire dtype's casts where there is one, and counted by the
     owner with ``checkpoint_every``): what :func:`_send` returns, and whether the call was
     cast for the wire."""
+    if remote_module._rm_record.creation is not None:  # its reply (an RRef) first, even if
+        created(remote_module)  # the checks fail: none may arrive after rpc.shutdown()
     wired = remote_module.wire_dtype is not None
     if wired:
         remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
