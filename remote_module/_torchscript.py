@@ -291,14 +291,13 @@ def _script_module(module: torch.nn.Module) -> Any:
             _checked[cls] = init
     # Where torch compiles nothing, it reads the stubs only for the names of the methods to
     # wrap; every submodule's type is compiled with its parent's (torch compiles them first).
-    compiled = concrete_type in _PIPELINE["concrete_type_store"].methods_compiled
-    if compiled:
-        stubs = functools.partial(_method_stubs, True)
-        return _PIPELINE["create_script_module_impl"](module, concrete_type, stubs)
+    store = _PIPELINE["concrete_type_store"]
     # torch compiles a class's methods once: a second compilation of them at the same time
     # (constructions of one class reach an owner at once) raises "Can't redefine method".
-    with _compile_lock:
-        compiled = concrete_type in _PIPELINE["concrete_type_store"].methods_compiled
+    # Only a first compilation takes the lock (asked again under it).
+    first = concrete_type not in store.methods_compiled
+    with _compile_lock if first else contextlib.nullcontext():
+        compiled = concrete_type in store.methods_compiled
         stubs = functools.partial(_method_stubs, compiled)
         return _PIPELINE["create_script_module_impl"](module, concrete_type, stubs)
 

@@ -165,12 +165,10 @@ def test_checkpoint_reaches_every_standby_in_order_of_versions(family: str) -> N
     assert held("worker1", rm) == held("worker2", rm) == (0, 2)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_checkpoint_every_n_calls_from_any_holder(family: str) -> None:
-    # Scripted modules are counted where their keyed calls look them up on the owner, the
-    # others by the Python function that runs the call there: both, from every holder.
-    every = 3
-    rm = RemoteModule(
+def _counted_on_worker3(every: int, family: str) -> RemoteModule:
+    """An Accumulator on worker3 of ``family``, worker1 its standby, checkpointed every
+    ``every`` calls."""
+    return RemoteModule(
         "worker3/cpu",
         helpers.Accumulator,
         standby=["worker1/cpu"],
@@ -178,6 +176,14 @@ def test_checkpoint_every_n_calls_from_any_holder(family: str) -> None:
         timeout=TIMEOUT,
         **FAMILIES[family],
     )
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_checkpoint_every_n_calls_from_any_holder(family: str) -> None:
+    # Scripted modules are counted where their keyed calls look them up on the owner, the
+    # others by the Python function that runs the call there: both, from every holder.
+    every = 3
+    rm = _counted_on_worker3(every, family)
     for _ in range(every - 1):
         rm(ones())
     assert held("worker1", rm) is None
@@ -201,14 +207,7 @@ def test_checkpoint_every_counts_the_calls_torchscript_sends() -> None:
     # A scripted holder counts its calls where it sends them (in Python, beside TorchScript)
     # and tells the owner every N-th; the owner counts them with every other holder's.
     every = 3
-    rm = RemoteModule(
-        "worker3/cpu",
-        helpers.Accumulator,
-        standby=["worker1/cpu"],
-        checkpoint_every=every,
-        timeout=TIMEOUT,
-        **FAMILIES["torch.jit.interface"],
-    )
+    rm = _counted_on_worker3(every, "torch.jit.interface")
     scripted = torch.jit.script(rm)
     for _ in range(every - 1):
         scripted.forward(ones())

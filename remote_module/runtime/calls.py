@@ -246,7 +246,7 @@ def _send(
     if hints is not None:
         values.check_arguments(method, args, hints)
     record: Record = remote_module._rm_record
-    if record.creation is not None or record.pending is not None:  # not ready yet
+    if record.pending is not None:  # the owner still loads (the creation: taken in _start)
         wait_for_owner(remote_module, method)
     module_rref = remote_module.module_rref
     try:
