@@ -494,6 +494,33 @@ def memory_snapshot(workers: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
     return snapshot
 
 
+LOAD_CALLERS = ["worker3", "worker4"]  # run_four_callers's remote callers (helpers.hammer)
+IN_FLIGHT_KEYS = ("num_pending_users", "num_pending_futures", "agent.client_active_calls")
+
+
+def quiet_snapshot(workers: list[subprocess.Popen[bytes]], limit_s: float = 15.0) -> dict[str, Any]:
+    """The baseline of a load test: a ``memory_snapshot`` taken once nothing of an earlier
+    test is still on its way (no worker has a pending user, future or outgoing call; the RRef
+    deletions of a caller's RemoteModules are such calls) and two polls in a row agree."""
+    previous: dict[str, Any] | None = None
+    deadline = time.monotonic() + limit_s
+    while True:
+        snapshot = memory_snapshot(workers)
+        in_flight = {
+            worker: {key: value for key, value in counts(worker, IN_FLIGHT_KEYS).items() if value}
+            for worker in ["worker0", *LOAD_OWNERS, *LOAD_CALLERS]
+        }
+        busy = {worker: held for worker, held in in_flight.items() if held}
+        same = previous is not None and all(
+            snapshot[worker] == previous[worker] for worker in ["worker0", *LOAD_OWNERS]
+        )
+        if not busy and same:
+            return snapshot
+        assert time.monotonic() < deadline, f"still in flight after {limit_s} s: {busy}"
+        previous = snapshot
+        time.sleep(0.2)
+
+
 def settle_everywhere(before: dict[str, Any], limit_s: float = 15.0) -> dict[str, Any]:
     waited = {
         worker: settle(worker, before[worker], limit_s)[1] for worker in ["worker0", *LOAD_OWNERS]
@@ -569,7 +596,7 @@ class TestLoad:
     def test_ten_thousand_calls_in_flight_from_one_caller(
         self, warmed_up: list[subprocess.Popen[bytes]], interface: Any
     ) -> None:
-        before = memory_snapshot(warmed_up)
+        before = quiet_snapshot(warmed_up)
         run = run_single_caller(interface, LOAD_CALLS, 3.0)
         assert run["wrong"] == [], f"{len(run['wrong'])} results mixed up: {run['wrong'][:20]}"
         self._check_memory(warmed_up, before, f"{LOAD_CALLS} calls, one caller", run)
@@ -578,7 +605,7 @@ class TestLoad:
     def test_four_concurrent_callers_on_two_owners(
         self, warmed_up: list[subprocess.Popen[bytes]]
     ) -> None:
-        before = memory_snapshot(warmed_up)
+        before = quiet_snapshot(warmed_up)
         reports = run_four_callers(LOAD_CALLS // 4)
         for report in reports:
             assert report["num_errors"] == 0, report
