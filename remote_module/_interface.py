@@ -22,8 +22,6 @@ from typing import Any, TypeVar
 
 import torch
 
-from remote_module import _torchscript
-
 __all__ = ["interface"]
 
 T = TypeVar("T", bound=type)
@@ -52,6 +50,8 @@ def interface(cls: T) -> T:
         for name, value in vars(cls).items()
         if inspect.isfunction(value) and not name.startswith("__")
     }
+    from remote_module import _torchscript  # loads with the first interface, not the package
+
     if not _torchscript.available():
         return cls if _is_protocol(cls) else _as_protocol(cls, methods)
     namespace: dict[str, Any] = {

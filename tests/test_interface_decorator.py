@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 import remote_module
-from remote_module import _interface
+from remote_module import _interface, _torchscript
 from remote_module.codegen import InterfaceKind, parse_interface
 from tests.support import decorated, decorated_module
 
@@ -78,7 +78,7 @@ def test_what_is_not_a_class_is_refused() -> None:
 
 
 def test_without_torchscript_it_is_a_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_interface._torchscript, "available", lambda: False)
+    monkeypatch.setattr(_torchscript, "available", lambda: False)
 
     class Plain:
         def forward(self, x: Tensor) -> Tensor:

@@ -196,3 +196,15 @@ def test_importing_remote_module_loads_no_compiler() -> None:
         "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)
+
+
+def test_importing_remote_module_leaves_torchscript_and_the_render_cache_for_first_use() -> None:
+    # A program without interfaces never loads them (the import figure, benchmarks/).
+    probe = (
+        "import sys, torch\n"
+        "from remote_module import RemoteModule\n"
+        "ours = {'remote_module._torchscript', 'remote_module.runtime.cache'}\n"
+        "loaded = ours & set(sys.modules)\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)

@@ -20,7 +20,6 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module._contract import COUNTING
-from remote_module._torchscript import use_script_stubs
 from remote_module.runtime import construction, owner, pending, refused, wire
 from remote_module.runtime.errors import RemoteFailure, reporting
 from remote_module.runtime.record import Record
@@ -290,6 +289,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
 
             counting = failover.count_scripted(self)
         self.__dict__[COUNTING] = counting
+        from remote_module._torchscript import use_script_stubs  # loads with the first scripting
+
         use_script_stubs(
             self, [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__]
         )

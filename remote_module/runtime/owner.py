@@ -18,7 +18,6 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module import _contract
-from remote_module._torchscript import script_module
 from remote_module.runtime import registry, values
 from remote_module.runtime.errors import CreationFailure
 
@@ -79,6 +78,8 @@ def create_interface_module(
     try:
         module = create_module(module_cls, args, kwargs, device)
         if scripted and not isinstance(module, torch.jit.ScriptModule):
+            from remote_module._torchscript import script_module  # the first scripting loads it
+
             module = script_module(module, f"scripting {type(module).__qualname__} on its owner")
         module_rref: rpc.RRef[Any]
         if scripted and isinstance(module, torch.jit.ScriptModule):

@@ -22,9 +22,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from remote_module._contract import StaleGeneratedModuleWarning
-from remote_module._torchscript import script
 from remote_module._version import __version__
-from remote_module.runtime import cache, generator
+from remote_module.runtime import generator
 from remote_module.runtime.generator import interface_model
 
 if TYPE_CHECKING:
@@ -104,6 +103,10 @@ def compile_remote_functions(
     lists = _function_lists(wire, keyed)
     if _compiled.get(module, frozenset()) >= set(lists):
         return  # every construction asks; once compiled, without taking the lock
+    # TorchScript loads where a generated module with an interface is first used, not with
+    # every program (the import figure: _torchscript is 0.5 ms of remote_module's 5.4 ms).
+    from remote_module._torchscript import script
+
     with _compile_lock:
         for name in lists:
             for function in getattr(module, name, ()):
@@ -276,6 +279,8 @@ def _load_in_memory(
         return existing
     filename = f"{_RENDERED_PREFIX}{name}>"
     key = name if cache_key is None else cache_key
+    from remote_module.runtime import cache  # with the renderer's path, not every program's
+
     cached = cache.load(key)
     if cached is not None:
         source, code = cached
