@@ -516,7 +516,7 @@ def _same_default(left: Any, right: Any) -> bool:
 # Every call the generated module may make, as a dotted name; anything else came from input.
 ALLOWED_CALLS = {
     "_rm.check_fresh",
-    "_rm_module_rref.local_value",
+    "_rm_rref.local_value",
     "torch.device",
     "_rm.is_scripting",
     "_rm.count_call",

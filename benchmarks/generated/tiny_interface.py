@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: benchmarks.interfaces.TinyInterface
-# generator version: 0.2.1
+# generator version: 0.2.2
 # interface fingerprint: efbff76917bc6ca9
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``benchmarks.interfaces.TinyInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from benchmarks.interfaces import TinyInterface
 
-GENERATOR_VERSION = "0.2.1"
+GENERATOR_VERSION = "0.2.2"
 INTERFACE = "benchmarks.interfaces.TinyInterface"
 INTERFACE_FINGERPRINT = "efbff76917bc6ca9"
 MOVES_CPU_TENSORS_TO_DEVICE = True
@@ -85,12 +85,12 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
 
 
 def _remote_forward(
-    _rm_module_rref: RRef[TinyInterface],
+    _rm_rref: RRef[TinyInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     input: Tensor,
 ) -> Tensor:
-    _rm_module: TinyInterface = _rm_module_rref.local_value()
+    _rm_module: TinyInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(input)
     _rm_target = torch.device(_rm_device)
@@ -117,7 +117,7 @@ def _remote_forward_keyed(
 
 
 def _remote_forward_wire(
-    _rm_module_rref: RRef[TinyInterface],
+    _rm_rref: RRef[TinyInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -125,12 +125,7 @@ def _remote_forward_wire(
     input: Tensor,
 ) -> tuple[Tensor, list[Tensor]]:
     input = _rm.restore_tensor(input, _rm_carried)
-    _rm_result = _remote_forward(
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        input,
-    )
+    _rm_result = _remote_forward(_rm_rref, _rm_device, _rm_is_device_map_set, input)
     _rm_back: list[Tensor] = []
     return (_rm.cast_tensor(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 

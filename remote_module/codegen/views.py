@@ -372,8 +372,8 @@ def _prefix_values() -> tuple[str, ...]:
 
 def _prefix_parameter(attribute: str, script: bool) -> str:
     """The remote function's parameter for the call-prefix value ``attribute``."""
-    if attribute == "module_rref" and not script:
-        return f"{INTERNAL_PREFIX}module_ref"  # a key or an RRef
+    if attribute == "module_rref":  # the RRef; or, eager, a key or an RRef
+        return f"{INTERNAL_PREFIX}{'rref' if script else 'module_ref'}"
     return f"{INTERNAL_PREFIX}{attribute}"
 
 

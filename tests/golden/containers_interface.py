@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: tests.golden_interfaces.ContainersInterface
-# generator version: 0.2.1
+# generator version: 0.2.2
 # interface fingerprint: 59f24dc2c45a82c1
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``tests.golden_interfaces.ContainersInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from tests.golden_interfaces import Box, ContainersInterface, Stats
 
-GENERATOR_VERSION = "0.2.1"
+GENERATOR_VERSION = "0.2.2"
 INTERFACE = "tests.golden_interfaces.ContainersInterface"
 INTERFACE_FINGERPRINT = "59f24dc2c45a82c1"
 MOVES_CPU_TENSORS_TO_DEVICE = True
@@ -274,7 +274,7 @@ def _rm_nested_wire_result(
 
 
 def _remote_forward(
-    _rm_module_rref: RRef[ContainersInterface],
+    _rm_rref: RRef[ContainersInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
@@ -284,7 +284,7 @@ def _remote_forward(
     maybe: Tensor | None,
     count: int | None,
 ) -> Stats:
-    _rm_module: ContainersInterface = _rm_module_rref.local_value()
+    _rm_module: ContainersInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, many, table, pair, maybe, count)
     _rm_target = torch.device(_rm_device)
@@ -330,7 +330,7 @@ def _remote_forward_keyed(
 
 
 def _remote_forward_wire(
-    _rm_module_rref: RRef[ContainersInterface],
+    _rm_rref: RRef[ContainersInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -348,7 +348,7 @@ def _remote_forward_wire(
     pair = _rm_restore_tuple_Tensor_int(pair, _rm_carried)
     maybe = _rm_restore_Tensor_or_None(maybe, _rm_carried)
     _rm_result = _remote_forward(
-        _rm_module_rref,
+        _rm_rref,
         _rm_device,
         _rm_is_device_map_set,
         x,
@@ -363,13 +363,13 @@ def _remote_forward_wire(
 
 
 def _remote_boxed(
-    _rm_module_rref: RRef[ContainersInterface],
+    _rm_rref: RRef[ContainersInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     box: Box,
     tag: str,
 ) -> Box:
-    _rm_module: ContainersInterface = _rm_module_rref.local_value()
+    _rm_module: ContainersInterface = _rm_rref.local_value()
     return _rm_module.boxed(box, tag)
 
 
@@ -385,13 +385,13 @@ def _remote_boxed_keyed(
 
 
 def _remote_nested(
-    _rm_module_rref: RRef[ContainersInterface],
+    _rm_rref: RRef[ContainersInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     batches: list[dict[str, Tensor]],
     keys: list[str],
 ) -> tuple[list[Tensor], Stats]:
-    _rm_module: ContainersInterface = _rm_module_rref.local_value()
+    _rm_module: ContainersInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.nested(batches, keys)
     _rm_target = torch.device(_rm_device)
@@ -425,7 +425,7 @@ def _remote_nested_keyed(
 
 
 def _remote_nested_wire(
-    _rm_module_rref: RRef[ContainersInterface],
+    _rm_rref: RRef[ContainersInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -435,7 +435,7 @@ def _remote_nested_wire(
 ) -> tuple[tuple[list[Tensor], Stats], list[Tensor]]:
     batches = _rm_restore_list_dict_str_Tensor(batches, _rm_carried)
     _rm_result = _remote_nested(
-        _rm_module_rref,
+        _rm_rref,
         _rm_device,
         _rm_is_device_map_set,
         batches,

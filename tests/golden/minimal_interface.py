@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: tests.golden_interfaces.MinimalInterface
-# generator version: 0.2.1
+# generator version: 0.2.2
 # interface fingerprint: 84c98ebd5f98e861
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``tests.golden_interfaces.MinimalInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from tests.golden_interfaces import MinimalInterface
 
-GENERATOR_VERSION = "0.2.1"
+GENERATOR_VERSION = "0.2.2"
 INTERFACE = "tests.golden_interfaces.MinimalInterface"
 INTERFACE_FINGERPRINT = "84c98ebd5f98e861"
 MOVES_CPU_TENSORS_TO_DEVICE = True
@@ -85,12 +85,12 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
 
 
 def _remote_forward(
-    _rm_module_rref: RRef[MinimalInterface],
+    _rm_rref: RRef[MinimalInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> Tensor:
-    _rm_module: MinimalInterface = _rm_module_rref.local_value()
+    _rm_module: MinimalInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x)
     _rm_target = torch.device(_rm_device)
@@ -117,7 +117,7 @@ def _remote_forward_keyed(
 
 
 def _remote_forward_wire(
-    _rm_module_rref: RRef[MinimalInterface],
+    _rm_rref: RRef[MinimalInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -125,7 +125,7 @@ def _remote_forward_wire(
     x: Tensor,
 ) -> tuple[Tensor, list[Tensor]]:
     x = _rm.restore_tensor(x, _rm_carried)
-    _rm_result = _remote_forward(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_result = _remote_forward(_rm_rref, _rm_device, _rm_is_device_map_set, x)
     _rm_back: list[Tensor] = []
     return (_rm.cast_tensor(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 

@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: tests.golden_interfaces.MultiMethodInterface
-# generator version: 0.2.1
+# generator version: 0.2.2
 # interface fingerprint: 808e0c72c497d5e9
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``tests.golden_interfaces.MultiMethodInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from tests.golden_interfaces import MultiMethodInterface
 
-GENERATOR_VERSION = "0.2.1"
+GENERATOR_VERSION = "0.2.2"
 INTERFACE = "tests.golden_interfaces.MultiMethodInterface"
 INTERFACE_FINGERPRINT = "808e0c72c497d5e9"
 MOVES_CPU_TENSORS_TO_DEVICE = True
@@ -229,14 +229,14 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
 
 
 def _remote_forward(
-    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_rref: RRef[MultiMethodInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     scale: float,
     label: str,
 ) -> Tensor:
-    _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
+    _rm_module: MultiMethodInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, scale, label)
     _rm_target = torch.device(_rm_device)
@@ -265,7 +265,7 @@ def _remote_forward_keyed(
 
 
 def _remote_forward_wire(
-    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_rref: RRef[MultiMethodInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -276,7 +276,7 @@ def _remote_forward_wire(
 ) -> tuple[Tensor, list[Tensor]]:
     x = _rm.restore_tensor(x, _rm_carried)
     _rm_result = _remote_forward(
-        _rm_module_rref,
+        _rm_rref,
         _rm_device,
         _rm_is_device_map_set,
         x,
@@ -288,11 +288,11 @@ def _remote_forward_wire(
 
 
 def _remote_step_count(
-    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_rref: RRef[MultiMethodInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> int:
-    _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
+    _rm_module: MultiMethodInterface = _rm_rref.local_value()
     return _rm_module.step_count()
 
 
@@ -306,14 +306,14 @@ def _remote_step_count_keyed(
 
 
 def _remote_describe(
-    _rm_module_rref: RRef[MultiMethodInterface],
+    _rm_rref: RRef[MultiMethodInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     prefix: str,
     times: int,
     flags: tuple[bool, int],
 ) -> str:
-    _rm_module: MultiMethodInterface = _rm_module_rref.local_value()
+    _rm_module: MultiMethodInterface = _rm_rref.local_value()
     return _rm_module.describe(prefix, times, flags)
 
 

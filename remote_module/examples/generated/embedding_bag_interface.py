@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: remote_module.examples.embedding.EmbeddingBagInterface
-# generator version: 0.2.1
+# generator version: 0.2.2
 # interface fingerprint: e63104ceca620f76
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``remote_module.examples.embedding.EmbeddingBagInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from remote_module.examples.embedding import EmbeddingBagInterface
 
-GENERATOR_VERSION = "0.2.1"
+GENERATOR_VERSION = "0.2.2"
 INTERFACE = "remote_module.examples.embedding.EmbeddingBagInterface"
 INTERFACE_FINGERPRINT = "e63104ceca620f76"
 MOVES_CPU_TENSORS_TO_DEVICE = True
@@ -141,13 +141,13 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
 
 
 def _remote_forward(
-    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_rref: RRef[EmbeddingBagInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     indices: Tensor,
     offsets: Tensor,
 ) -> Tensor:
-    _rm_module: EmbeddingBagInterface = _rm_module_rref.local_value()
+    _rm_module: EmbeddingBagInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(indices, offsets)
     _rm_target = torch.device(_rm_device)
@@ -181,7 +181,7 @@ def _remote_forward_keyed(
 
 
 def _remote_forward_wire(
-    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_rref: RRef[EmbeddingBagInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -192,7 +192,7 @@ def _remote_forward_wire(
     indices = _rm.restore_tensor(indices, _rm_carried)
     offsets = _rm.restore_tensor(offsets, _rm_carried)
     _rm_result = _remote_forward(
-        _rm_module_rref,
+        _rm_rref,
         _rm_device,
         _rm_is_device_map_set,
         indices,
@@ -203,11 +203,11 @@ def _remote_forward_wire(
 
 
 def _remote_weight_norm(
-    _rm_module_rref: RRef[EmbeddingBagInterface],
+    _rm_rref: RRef[EmbeddingBagInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> float:
-    _rm_module: EmbeddingBagInterface = _rm_module_rref.local_value()
+    _rm_module: EmbeddingBagInterface = _rm_rref.local_value()
     return _rm_module.weight_norm()
 
 

@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: tests.scorer.interfaces.ScorerInterface
-# generator version: 0.2.1
+# generator version: 0.2.2
 # interface fingerprint: 5bc870b376a52b70
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``tests.scorer.interfaces.ScorerInterface``.
@@ -20,7 +20,7 @@ from torch.futures import Future
 from tests.scorer.interfaces import ScorerInterface
 from tests.scorer.model import Scored
 
-GENERATOR_VERSION = "0.2.1"
+GENERATOR_VERSION = "0.2.2"
 INTERFACE = "tests.scorer.interfaces.ScorerInterface"
 INTERFACE_FINGERPRINT = "5bc870b376a52b70"
 MOVES_CPU_TENSORS_TO_DEVICE = True
@@ -343,13 +343,13 @@ def _rm_pair_wire_result(
 
 
 def _remote_forward(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     scale: float,
 ) -> Scored:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, scale)
     _rm_target = torch.device(_rm_device)
@@ -377,7 +377,7 @@ def _remote_forward_keyed(
 
 
 def _remote_forward_wire(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -386,23 +386,17 @@ def _remote_forward_wire(
     scale: float,
 ) -> tuple[Scored, list[Tensor]]:
     x = _rm.restore_tensor(x, _rm_carried)
-    _rm_result = _remote_forward(
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        scale,
-    )
+    _rm_result = _remote_forward(_rm_rref, _rm_device, _rm_is_device_map_set, x, scale)
     _rm_back: list[Tensor] = []
     return (_rm_cast_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
 def _remote_stats(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> dict[str, float]:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     return _rm_module.stats()
 
 
@@ -416,13 +410,13 @@ def _remote_stats_keyed(
 
 
 def _remote_top(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     k: int,
 ) -> list[Scored]:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.top(x, k)
     _rm_target = torch.device(_rm_device)
@@ -450,7 +444,7 @@ def _remote_top_keyed(
 
 
 def _remote_top_wire(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -459,19 +453,19 @@ def _remote_top_wire(
     k: int,
 ) -> tuple[list[Scored], list[Tensor]]:
     x = _rm.restore_tensor(x, _rm_carried)
-    _rm_result = _remote_top(_rm_module_rref, _rm_device, _rm_is_device_map_set, x, k)
+    _rm_result = _remote_top(_rm_rref, _rm_device, _rm_is_device_map_set, x, k)
     _rm_back: list[Tensor] = []
     return (_rm_cast_list_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
 def _remote_best(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     threshold: float | None,
 ) -> Scored | None:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.best(x, threshold)
     _rm_target = torch.device(_rm_device)
@@ -499,7 +493,7 @@ def _remote_best_keyed(
 
 
 def _remote_best_wire(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -508,24 +502,18 @@ def _remote_best_wire(
     threshold: float | None,
 ) -> tuple[Scored | None, list[Tensor]]:
     x = _rm.restore_tensor(x, _rm_carried)
-    _rm_result = _remote_best(
-        _rm_module_rref,
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        threshold,
-    )
+    _rm_result = _remote_best(_rm_rref, _rm_device, _rm_is_device_map_set, x, threshold)
     _rm_back: list[Tensor] = []
     return (_rm_cast_Scored_or_None(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
 def _remote_table(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> dict[str, Scored]:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.table(x)
     _rm_target = torch.device(_rm_device)
@@ -552,7 +540,7 @@ def _remote_table_keyed(
 
 
 def _remote_table_wire(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -560,18 +548,18 @@ def _remote_table_wire(
     x: Tensor,
 ) -> tuple[dict[str, Scored], list[Tensor]]:
     x = _rm.restore_tensor(x, _rm_carried)
-    _rm_result = _remote_table(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_result = _remote_table(_rm_rref, _rm_device, _rm_is_device_map_set, x)
     _rm_back: list[Tensor] = []
     return (_rm_cast_dict_str_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
 def _remote_pair(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> tuple[Scored, Tensor]:
-    _rm_module: ScorerInterface = _rm_module_rref.local_value()
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.pair(x)
     _rm_target = torch.device(_rm_device)
@@ -598,7 +586,7 @@ def _remote_pair_keyed(
 
 
 def _remote_pair_wire(
-    _rm_module_rref: RRef[ScorerInterface],
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     _rm_wire_dtype: torch.dtype,
@@ -606,7 +594,7 @@ def _remote_pair_wire(
     x: Tensor,
 ) -> tuple[tuple[Scored, Tensor], list[Tensor]]:
     x = _rm.restore_tensor(x, _rm_carried)
-    _rm_result = _remote_pair(_rm_module_rref, _rm_device, _rm_is_device_map_set, x)
+    _rm_result = _remote_pair(_rm_rref, _rm_device, _rm_is_device_map_set, x)
     _rm_back: list[Tensor] = []
     return (
         _rm_cast_tuple_Scored_Tensor(_rm_result, _rm_wire_dtype, _rm_back),
