@@ -19,10 +19,12 @@ import torch.distributed.rpc as rpc
 from torch import Tensor
 
 from remote_module import RemoteModule
+from remote_module.runtime import registry
 from tests.support import deferred_helpers as helpers
 from tests.support.deferred_helpers import (
     DeferredCallInterface,
     DeferredFailInterface,
+    DeferredHeldInterface,
     DeferredParentInterface,
     DeferredRrefInterface,
     DeferredScriptInterface,
@@ -191,3 +193,37 @@ def test_a_load_that_outlasts_the_timeout_serves_a_later_call(x: Tensor) -> None
             time.sleep(0.5)
     assert torch.equal(result, x * 2.0)
     assert rm._rm_record.pending is None
+
+
+def _hold_the_gil(seconds: float) -> float:
+    """Hold this process's GIL for at least ``seconds`` in one C call (as a TorchScript
+    compile does): no other thread runs Python meanwhile. How long it held."""
+    start = time.monotonic()
+    n = 1_000_000
+    sum(range(n))  # calibrated on this machine, as loaded as it is now
+    per_item = (time.monotonic() - start) / n
+    start = time.monotonic()
+    sum(range(int(seconds / per_item * 1.2)))
+    return time.monotonic() - start
+
+
+def test_this_sides_own_load_does_not_count_against_the_timeout(
+    x: Tensor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A construction's own load and compile of the generated module can take seconds on a
+    # loaded machine, holding the GIL: the reply's arrival is noted late, not the reply late.
+    timeout = 1.0
+    original = registry.ensure_module
+    held: list[float] = []
+
+    def slow_ensure(*args: object, **kwargs: object) -> object:
+        held.append(_hold_the_gil(timeout * 1.5))
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(registry, "ensure_module", slow_ensure)
+    rm = RemoteModule(
+        f"{OWNER}/cpu", Scale, module_interface_cls=DeferredHeldInterface, timeout=timeout
+    )
+    monkeypatch.undo()
+    assert held and held[0] > timeout, held
+    assert torch.equal(rm(x), x * 2.0)

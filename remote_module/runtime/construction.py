@@ -244,7 +244,11 @@ def construct(
     except RuntimeError as error:
         raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
     arrivals = replies.watch(future)  # the reply is judged by when it came, not when looked at
+    loading = time.monotonic()
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
+    # Not counted: this side's own load and compile (seconds, on a loaded machine) hold the
+    # GIL, and with it the callback that notes when the reply came.
+    started += time.monotonic() - loading
     record = new_record(generated, module_name)
     record.creation = Creation(future, started, arrivals, creator)
     initialise(

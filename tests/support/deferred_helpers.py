@@ -62,6 +62,12 @@ class DeferredRrefInterface:
         pass
 
 
+@torch.jit.interface
+class DeferredHeldInterface:
+    def forward(self, x: Tensor, scale: float = 2.0) -> Tensor:
+        pass
+
+
 class Scale(nn.Module):
     """Matches every interface above."""
 
