@@ -505,9 +505,10 @@ def quiet_snapshot(workers: list[subprocess.Popen[bytes]], limit_s: float = 15.0
     previous: dict[str, Any] | None = None
     deadline = time.monotonic() + limit_s
     while True:
-        snapshot = memory_snapshot(workers)
+        snapshot = memory_snapshot(workers)  # its counters hold IN_FLIGHT_KEYS already
+        seen = {**snapshot, **{caller: counts(caller, IN_FLIGHT_KEYS) for caller in LOAD_CALLERS}}
         in_flight = {
-            worker: {key: value for key, value in counts(worker, IN_FLIGHT_KEYS).items() if value}
+            worker: {key: seen[worker][key] for key in IN_FLIGHT_KEYS if seen[worker][key]}
             for worker in ["worker0", *LOAD_OWNERS, *LOAD_CALLERS]
         }
         busy = {worker: held for worker, held in in_flight.items() if held}
