@@ -15,7 +15,6 @@ import torch
 
 import remote_module
 from remote_module.__main__ import main as remote_module_main
-from remote_module._process import free_port
 from remote_module.demo import cli, launch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -254,15 +253,16 @@ def test_a_run_leaves_no_worker_process_and_no_file_behind(tmp_path: Path) -> No
 
 def test_under_torchrun_every_rank_joins_instead_of_spawning(tmp_path: Path) -> None:
     # The multi-host entry point, on one host: torchrun starts the 4 ranks, each joins.
+    # --standalone: torchrun binds its store's port itself (a port chosen here first could be
+    # taken before it binds), and the demo's trainers meet at that store too.
     result = subprocess.run(
         [
             sys.executable,
             "-m",
             "torch.distributed.run",
+            "--standalone",
             "--nproc-per-node",
             "4",
-            "--master-port",
-            str(free_port()),
             "-m",
             "remote_module",
             "demo",

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.rpc as rpc
 
-from remote_module._process import end_processes, exit_now, exit_when_orphaned, free_ports
+from remote_module._process import end_processes, exit_now, exit_when_orphaned
 from remote_module.demo import roles
 from remote_module.demo.config import FIRST_TRAINER, MASTER, PS, DemoConfig
 
@@ -93,18 +93,26 @@ def _join_from_env(config: DemoConfig) -> int:
         return 2
     addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
     master_port = int(os.environ.get("MASTER_PORT", "29500"))
-    exit_now(_run_worker(rank, world_size, config, addr, master_port, master_port + 1, True))
+    exit_now(_run_worker(rank, world_size, config, addr, master_port))
 
 
 def _spawn_all(config: DemoConfig) -> int:
     """Start every worker on 127.0.0.1, wait, and clean up on success, error and Ctrl-C."""
     world_size = config.world_size
-    port, store_port = free_ports(2)
+    # The store every worker meets at, hosted here as torchrun's agent hosts its own: on a port
+    # the kernel picks as it binds, so no other process can take it before the workers come.
+    store = dist.TCPStore(
+        "127.0.0.1",
+        0,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=timedelta(seconds=config.timeout),
+    )
     context = multiprocessing.get_context("spawn")
     processes = [
         context.Process(
             target=_spawned_worker,
-            args=(rank, world_size, config, port, store_port),
+            args=(rank, world_size, config, store.port),
             name=config.name(rank),
             daemon=False,
         )
@@ -148,40 +156,38 @@ def _supervise(processes: list[Any], config: DemoConfig) -> int:
         master.join(timeout=0.2)
 
 
-def _spawned_worker(
-    rank: int, world_size: int, config: DemoConfig, port: int, store_port: int
-) -> None:
+def _spawned_worker(rank: int, world_size: int, config: DemoConfig, store_port: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
     exit_when_orphaned()  # and if the supervisor is killed, nobody waits for the group
-    exit_now(_run_worker(rank, world_size, config, "127.0.0.1", port, store_port))
+    # What torchrun tells its workers: where the launcher's store is, and that it hosts it.
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(store_port),
+        TORCHELASTIC_USE_AGENT_STORE="True",
+    )
+    exit_now(_run_worker(rank, world_size, config, "127.0.0.1", store_port))
 
 
-def _run_worker(
-    rank: int,
-    world_size: int,
-    config: DemoConfig,
-    addr: str,
-    port: int,
-    store_port: int,
-    from_env: bool = False,
-) -> int:
+def _run_worker(rank: int, world_size: int, config: DemoConfig, addr: str, port: int) -> int:
     _prepare_worker_process()
     options = rpc.TensorPipeRpcBackendOptions(
-        # Under torchrun, env:// joins the launcher's own store on MASTER_PORT.
-        init_method="env://" if from_env else f"tcp://{addr}:{port}",
+        init_method="env://",  # the store on MASTER_ADDR:MASTER_PORT
         rpc_timeout=config.timeout,
         num_worker_threads=16,
     )
     try:
-        # The trainers' gloo group meets at a store the master hosts (MASTER_PORT + 1 under a
-        # launcher), and forms before RPC does, so no trainer is asked to train before DDP can
-        # start.
+        # The trainers' gloo group meets at the same store, and forms before RPC does, so no
+        # trainer is asked to train before DDP can start. The launcher hosts the store
+        # (TORCHELASTIC_USE_AGENT_STORE, torchrun's own flag); where it does not, rank 0 does,
+        # and init_rpc's env:// store, multi-tenant too, shares that server in the same process.
+        shared = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
         store = dist.TCPStore(
             addr,
-            store_port,
-            is_master=rank == MASTER,
+            port,
+            is_master=not shared and rank == MASTER,
             wait_for_workers=False,
             timeout=timedelta(seconds=config.timeout),
+            multi_tenant=True,
         )
         if FIRST_TRAINER <= rank < FIRST_TRAINER + config.trainers:
             dist.init_process_group(
@@ -210,8 +216,8 @@ def _run_worker(
 
 def _leave_without_the_dead(store: Any, rank: int, config: DemoConfig) -> None:
     """A graceful ``rpc.shutdown`` waits for every worker, the killed parameter server too.
-    After a failover the master says instead when the run is over (a key in its store), each
-    live worker says it saw that, and the master, which hosts the store, leaves last."""
+    After a failover the master says instead when the run is over (a key in the store), each
+    live worker says it saw that, and the master leaves last."""
     deadline = timedelta(seconds=config.timeout + 60 + config.steps * 2.0)
     if rank != MASTER:
         store.wait(["done"], deadline)
