@@ -47,6 +47,7 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     cache._directory.cache_clear()
     yield directory
     cache._directory.cache_clear()
+    cache._templates_digest.cache_clear()  # where a test pointed it at other templates
 
 
 def _run(env_dir: Path) -> list[str]:
@@ -132,3 +133,30 @@ def test_a_build_time_name_rendered_here_is_cached_with_its_interface(cache_dir:
         assert cache.load(f"{name}|{in_memory}") is not None
     finally:
         sys.modules.pop(name, None)
+
+
+def test_a_changed_template_is_another_entry(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The key holds the templates' bytes: an edited template never loads an older rendering.
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "layout.j2").write_text("{{ one }}\n")
+    monkeypatch.setattr(cache, "_TEMPLATES", templates)
+    cache._templates_digest.cache_clear()
+    cache.store(_PROBE, "x = 1\n", compile("x = 1", "p", "exec"))
+    assert cache.load(_PROBE) is not None
+    (templates / "layout.j2").write_text("{{ two }}\n")
+    cache._templates_digest.cache_clear()
+    assert cache.load(_PROBE) is None
+
+
+def test_templates_that_are_not_files_cache_nothing(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As in a zipped install: the templates cannot be read as files, so nothing is keyed.
+    monkeypatch.setattr(cache, "_TEMPLATES", tmp_path / "missing")
+    cache._templates_digest.cache_clear()
+    cache.store(_PROBE, "x = 1\n", compile("x = 1", "p", "exec"))
+    assert cache.load(_PROBE) is None
+    assert not cache_dir.exists() or list(cache_dir.iterdir()) == []

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib.resources
 import importlib.util
 import marshal
 import os
@@ -27,6 +26,8 @@ import types
 from pathlib import Path
 
 __all__ = ["load", "store"]
+
+_TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 
 def load(name: str) -> tuple[str, types.CodeType] | None:
@@ -56,10 +57,11 @@ def store(name: str, source: str, code: types.CodeType) -> None:
 
 def _entry(name: str) -> Path | None:
     directory = _directory()
-    if directory is None:
+    templates = _templates_digest()
+    if directory is None or templates is None:
         return None
     key = hashlib.sha256(
-        f"{name}|{_templates_digest()}|{importlib.util.MAGIC_NUMBER.hex()}".encode()
+        f"{name}|{templates}|{importlib.util.MAGIC_NUMBER.hex()}".encode()
     ).hexdigest()[:32]
     return directory / key
 
@@ -81,12 +83,17 @@ def _directory() -> Path | None:
 
 
 @functools.cache
-def _templates_digest() -> str:
+def _templates_digest() -> str | None:
+    # Plain file reads, not importlib.resources: 0.2 ms instead of 1.3-1.6 ms in a fresh
+    # process, on both sides of a first construction. None where the templates are not files.
     digest = hashlib.sha256()
-    templates = importlib.resources.files("remote_module") / "templates"
-    for entry in sorted(templates.iterdir(), key=lambda item: item.name):
-        if entry.name.endswith(".j2"):
-            digest.update(entry.name.encode() + b"\0" + entry.read_bytes())
+    try:
+        for entry in sorted(os.scandir(_TEMPLATES), key=lambda item: item.name):
+            if entry.name.endswith(".j2"):
+                with open(entry.path, "rb") as template:
+                    digest.update(entry.name.encode() + b"\0" + template.read())
+    except OSError:
+        return None
     return digest.hexdigest()
 
 
