@@ -91,9 +91,7 @@ def _join_from_env(config: DemoConfig) -> int:
             file=sys.stderr,
         )
         return 2
-    addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    master_port = int(os.environ.get("MASTER_PORT", "29500"))
-    exit_now(_run_worker(rank, world_size, config, addr, master_port))
+    exit_now(_run_worker(rank, world_size, config))
 
 
 def _spawn_all(config: DemoConfig) -> int:
@@ -165,10 +163,10 @@ def _spawned_worker(rank: int, world_size: int, config: DemoConfig, store_port: 
         MASTER_PORT=str(store_port),
         TORCHELASTIC_USE_AGENT_STORE="True",
     )
-    exit_now(_run_worker(rank, world_size, config, "127.0.0.1", store_port))
+    exit_now(_run_worker(rank, world_size, config))
 
 
-def _run_worker(rank: int, world_size: int, config: DemoConfig, addr: str, port: int) -> int:
+def _run_worker(rank: int, world_size: int, config: DemoConfig) -> int:
     _prepare_worker_process()
     options = rpc.TensorPipeRpcBackendOptions(
         init_method="env://",  # the store on MASTER_ADDR:MASTER_PORT
@@ -182,8 +180,8 @@ def _run_worker(rank: int, world_size: int, config: DemoConfig, addr: str, port:
         # and init_rpc's env:// store, multi-tenant too, shares that server in the same process.
         shared = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
         store = dist.TCPStore(
-            addr,
-            port,
+            os.environ.get("MASTER_ADDR", "127.0.0.1"),
+            int(os.environ.get("MASTER_PORT", "29500")),
             is_master=not shared and rank == MASTER,
             wait_for_workers=False,
             timeout=timedelta(seconds=config.timeout),
