@@ -9,7 +9,8 @@ Entries are keyed by everything that shapes them: the in-memory module name (int
 fingerprint, generator version, device-movement flag), the templates' bytes and the Python
 byte-code version. The directory is the user's own (``$XDG_CACHE_HOME/remote_module`` or
 ``~/.cache/remote_module``, or ``REMOTE_MODULE_CACHE_DIR``), mode 0700; where it is missing,
-shared or unusable, nothing is cached. Like ``__pycache__``, what is cached here is run.
+shared or unusable, or the templates are not plain files (a zipped install), nothing is
+cached. Like ``__pycache__``, what is cached here is run.
 """
 
 from __future__ import annotations
