@@ -15,6 +15,7 @@ import torch
 
 import remote_module
 from remote_module.__main__ import main as remote_module_main
+from remote_module._process import free_port
 from remote_module.demo import cli, launch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -284,6 +285,36 @@ def test_under_torchrun_every_rank_joins_instead_of_spawning(tmp_path: Path) -> 
     assert summary["steps"] == 10 and summary["remote_calls"] == 20
     # Every RRef released before shutdown (a leaked one keeps its owner waiting 100 s there).
     assert "RRef Leaks" not in result.stderr, result.stderr[-3000:]
+
+
+def test_ranks_of_a_launcher_without_a_store_meet_at_rank_0s(tmp_path: Path) -> None:
+    # Only RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as a launcher that hosts no store
+    # gives them: rank 0 hosts the store, and init_rpc's env:// store shares that server.
+    # (The port is chosen here and bound by rank 0 a moment later: no launcher binds it.)
+    port = str(free_port())
+    env = {"WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **env)
+    env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+    command = [sys.executable, "-m", "remote_module", "demo", *SMALL, "--steps", "10"]
+    ranks = [
+        subprocess.Popen(
+            [*command, *(["--json", "env.json"] if rank == 0 else [])],
+            cwd=tmp_path,
+            env=dict(env, RANK=str(rank)),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(4)
+    ]
+    try:
+        errors = [rank.communicate(timeout=180)[1] for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+    assert [rank.returncode for rank in ranks] == [0, 0, 0, 0], errors
+    summary = json.loads((tmp_path / "env.json").read_text())
+    assert summary["steps"] == 10 and summary["remote_calls"] == 20
 
 
 def test_every_flag_has_help_and_its_default(capsys: pytest.CaptureFixture[str]) -> None:
