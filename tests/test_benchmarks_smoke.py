@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.run import FRESH_REPEATS_FACTOR
 from benchmarks.spec import FIGURES
 
@@ -21,6 +23,7 @@ def _positive(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
+@pytest.mark.timeout(HANG_GUARD_S + 60)  # the suite-wide 300 s would cut it first
 def test_smoke_suite_runs_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     completed = subprocess.run(
