@@ -204,10 +204,19 @@ class TestTimeouts:
         # The caller keeps working: a fast module on the same owner answers ...
         with bounded(PROMPT):
             assert torch.equal(fast(x_of(3)), x_of(5))
-        # ... and so does the blocked module once its owner is free again.
+        # ... and so does the blocked module once its owner is free again: a bounded poll, as
+        # a loaded owner just freed can miss the 0.5 s timeout once more (1 of 28 loaded runs).
         on(OWNER, helpers.open_gate)
-        with bounded(TIMEOUT + SLACK):
-            call(blocking, blocking_scripted)
+        deadline = time.monotonic() + PROMPT
+        while True:
+            try:
+                with bounded(TIMEOUT + SLACK):
+                    call(blocking, blocking_scripted)
+                break
+            except RuntimeError as error:
+                late = "timeout" in str(error) or "timed out" in str(error)
+                if not late or time.monotonic() > deadline:
+                    raise
 
     @pytest.mark.timeout(60)
     @pytest.mark.parametrize("first_call_after_s", [0.0, TIMEOUT + 0.5])

@@ -209,7 +209,25 @@ def _run_worker(rank: int, world_size: int, config: DemoConfig) -> int:
     rpc.shutdown(graceful=config.kill_owner_at is None)
     if dist.is_initialized():
         dist.destroy_process_group()
+    if not shared and config.kill_owner_at is None:
+        _store_host_leaves_last(store, rank, world_size, config)
     return 0
+
+
+def _store_host_leaves_last(store: Any, rank: int, world_size: int, config: DemoConfig) -> None:
+    """Where rank 0 hosts the store, a graceful ``rpc.shutdown`` still uses it in its last
+    step (TensorPipe's join counts calls there): a host that left first reset the others'
+    connections (``recvVector failed``, 1 of 2 loaded runs). Each rank says it is through;
+    the host waits for all of them, bounded by the RPC timeout."""
+    if rank != MASTER:
+        try:
+            store.add("shut", 1)
+        except dist.DistError:  # the host is gone already: nothing is left to tell
+            pass
+        return
+    give_up = time.monotonic() + config.timeout
+    while store.add("shut", 0) < world_size - 1 and time.monotonic() < give_up:
+        time.sleep(0.05)
 
 
 def _leave_without_the_dead(store: Any, rank: int, config: DemoConfig) -> None:
