@@ -225,9 +225,7 @@ def _store_host_leaves_last(store: Any, rank: int, world_size: int, config: Demo
         except dist.DistError:  # the host is gone already: nothing is left to tell
             pass
         return
-    give_up = time.monotonic() + config.timeout
-    while store.add("shut", 0) < world_size - 1 and time.monotonic() < give_up:
-        time.sleep(0.05)
+    _wait_for_count(store, "shut", world_size - 1, config.timeout)
 
 
 def _leave_without_the_dead(store: Any, rank: int, config: DemoConfig) -> None:
@@ -241,8 +239,13 @@ def _leave_without_the_dead(store: Any, rank: int, config: DemoConfig) -> None:
         return
     store.set("done", "1")
     others = config.world_size - 2  # all but the master and the parameter server
-    give_up = time.monotonic() + config.timeout
-    while store.add("left", 0) < others and time.monotonic() < give_up:
+    _wait_for_count(store, "left", others, config.timeout)
+
+
+def _wait_for_count(store: Any, key: str, count: int, within_s: float) -> None:
+    """Poll the store's counter ``key`` until it reaches ``count``, for at most ``within_s``."""
+    give_up = time.monotonic() + within_s
+    while store.add(key, 0) < count and time.monotonic() < give_up:
         time.sleep(0.05)
 
 
