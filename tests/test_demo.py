@@ -6,17 +6,21 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import warnings
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 
 import remote_module
 from remote_module.__main__ import main as remote_module_main
 from remote_module._process import free_port
 from remote_module.demo import cli, launch
+from remote_module.demo.config import DemoConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 # Small enough for seconds of training, large enough to learn the held-out split.
@@ -315,6 +319,58 @@ def test_ranks_of_a_launcher_without_a_store_meet_at_rank_0s(tmp_path: Path) -> 
     assert [rank.returncode for rank in ranks] == [0, 0, 0, 0], errors
     summary = json.loads((tmp_path / "env.json").read_text())
     assert summary["steps"] == 10 and summary["remote_calls"] == 20
+
+
+def test_the_store_host_leaves_only_after_every_rank_says_its_shutdown_is_through() -> None:
+    # The race behind test_ranks_of_a_launcher_without_a_store_meet_at_rank_0s (1 of 2 loaded
+    # runs before the fix): rank 0 hosts the store, and a rank still in rpc.shutdown's last
+    # store step lost its connection when rank 0 had left. Here, rank 0's leave is held until
+    # both other ranks of 3 say they are through.
+    config = DemoConfig(timeout=60.0)
+    host = dist.TCPStore(
+        "127.0.0.1",
+        0,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=timedelta(seconds=config.timeout),
+        multi_tenant=True,
+    )
+    clients = [
+        dist.TCPStore("127.0.0.1", host.port, timeout=timedelta(seconds=config.timeout))
+        for _ in range(2)
+    ]
+    left = threading.Event()
+
+    def host_leaves() -> None:
+        launch._store_host_leaves_last(host, 0, 3, config)
+        left.set()
+
+    thread = threading.Thread(target=host_leaves, daemon=True)
+    thread.start()
+    launch._store_host_leaves_last(clients[0], 1, 3, config)
+    # Without the wait the host is gone at once; with it, it waits for rank 2 (a slow host
+    # only makes this pass for the wrong reason, never fail for a right one).
+    assert not left.wait(timeout=1.0), "rank 0 left while rank 2 was still shutting down"
+    launch._store_host_leaves_last(clients[1], 2, 3, config)
+    assert left.wait(timeout=config.timeout), "rank 0 did not leave once every rank was through"
+    thread.join(timeout=config.timeout)
+
+
+def test_the_store_host_waits_for_a_silent_rank_no_longer_than_the_rpc_timeout() -> None:
+    config = DemoConfig(timeout=0.5)
+    host = dist.TCPStore(
+        "127.0.0.1",
+        0,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=timedelta(seconds=30),
+        multi_tenant=True,
+    )
+    started = time.monotonic()
+    launch._store_host_leaves_last(host, 0, 3, config)  # ranks 1 and 2 never say
+    waited = time.monotonic() - started
+    # At least the timeout; at most the timeout plus 5 s of slack for a loaded machine.
+    assert config.timeout <= waited <= config.timeout + 5.0, waited
 
 
 def test_every_flag_has_help_and_its_default(capsys: pytest.CaptureFixture[str]) -> None:
