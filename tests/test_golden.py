@@ -129,11 +129,22 @@ def test_golden_remote_functions_script(interface: str, golden_modules: dict[str
     assert [fn.__name__ for fn in remote_functions] == [api.remote_name(m) for m in model.methods]
     for method in model.methods:
         fn = torch.jit.script(getattr(module, api.remote_name(method)))
+        # Where tensors move, the remote function and its keyed twin are one call each of a
+        # shared body, the module given, compiled once for both.
+        body = getattr(module, f"_rm_{method.name}_on_module", None)
+        assert (body is not None) is _holds_tensors(method), method.name
+        if body is not None:
+            keyed = torch.jit.script(getattr(module, f"{api.remote_name(method)}_keyed"))
+            for twin in (fn, keyed):  # it calls the body and moves nothing itself
+                assert f"._rm_{method.name}_on_module\n" in twin.code, twin.code
+                assert "move" not in twin.code.replace("_on_module", ""), twin.code
+            body = torch.jit.script(body)
         # Tensors move through the generated movers (a tensor alone through the contract's
         # ``move_tensor``); ``.code`` calls exactly the movers this method's types need, and
         # the inlined graph holds the ``aten::to`` they do.
-        called = set(re.findall(r"\b_rm_move_\w+\b", fn.code))
-        if "remote_module._contract.move_tensor" in fn.code:
+        code = (body or fn).code
+        called = set(re.findall(r"\b_rm_move_\w+\b", code))
+        if "remote_module._contract.move_tensor" in code:
             called.add("_rm.move_tensor")
         types = [arg.type for arg in method.arguments] + [method.returns]
         needed = {api.walker_name(model, "move", t) for t in types if t.contains_tensor}

@@ -84,13 +84,12 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
     return _rm.restore_tensor(reply[0], reply[1])
 
 
-def _remote_forward(
-    _rm_rref: RRef[MinimalInterface],
+def _rm_forward_on_module(
+    _rm_module: MinimalInterface,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> Tensor:
-    _rm_module: MinimalInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x)
     _rm_target = torch.device(_rm_device)
@@ -98,6 +97,20 @@ def _remote_forward(
     if _rm_is_device_map_set:
         return _rm_result
     return _rm.move_tensor(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward(
+    _rm_rref: RRef[MinimalInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> Tensor:
+    return _rm_forward_on_module(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+    )
 
 
 def _remote_forward_keyed(
@@ -106,14 +119,12 @@ def _remote_forward_keyed(
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> Tensor:
-    _rm_module: MinimalInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.forward(x)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target))
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm.move_tensor(_rm_result, torch.device("cpu"))
+    return _rm_forward_on_module(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+    )
 
 
 def _remote_forward_wire(

@@ -342,14 +342,13 @@ def _rm_pair_wire_result(
     )
 
 
-def _remote_forward(
-    _rm_rref: RRef[ScorerInterface],
+def _rm_forward_on_module(
+    _rm_module: ScorerInterface,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     scale: float,
 ) -> Scored:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, scale)
     _rm_target = torch.device(_rm_device)
@@ -357,6 +356,22 @@ def _remote_forward(
     if _rm_is_device_map_set:
         return _rm_result
     return _rm_move_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_forward(
+    _rm_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+) -> Scored:
+    return _rm_forward_on_module(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+    )
 
 
 def _remote_forward_keyed(
@@ -366,14 +381,13 @@ def _remote_forward_keyed(
     x: Tensor,
     scale: float,
 ) -> Scored:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.forward(x, scale)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_Scored(_rm_result, torch.device("cpu"))
+    return _rm_forward_on_module(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+    )
 
 
 def _remote_forward_wire(
@@ -409,14 +423,13 @@ def _remote_stats_keyed(
     return _rm_module.stats()
 
 
-def _remote_top(
-    _rm_rref: RRef[ScorerInterface],
+def _rm_top_on_module(
+    _rm_module: ScorerInterface,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     k: int,
 ) -> list[Scored]:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.top(x, k)
     _rm_target = torch.device(_rm_device)
@@ -424,6 +437,22 @@ def _remote_top(
     if _rm_is_device_map_set:
         return _rm_result
     return _rm_move_list_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_top(
+    _rm_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    k: int,
+) -> list[Scored]:
+    return _rm_top_on_module(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        k,
+    )
 
 
 def _remote_top_keyed(
@@ -433,14 +462,13 @@ def _remote_top_keyed(
     x: Tensor,
     k: int,
 ) -> list[Scored]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.top(x, k)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.top(_rm.move_tensor(x, _rm_target), k)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_list_Scored(_rm_result, torch.device("cpu"))
+    return _rm_top_on_module(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        k,
+    )
 
 
 def _remote_top_wire(
@@ -458,14 +486,13 @@ def _remote_top_wire(
     return (_rm_cast_list_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
-def _remote_best(
-    _rm_rref: RRef[ScorerInterface],
+def _rm_best_on_module(
+    _rm_module: ScorerInterface,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     threshold: float | None,
 ) -> Scored | None:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.best(x, threshold)
     _rm_target = torch.device(_rm_device)
@@ -473,6 +500,22 @@ def _remote_best(
     if _rm_is_device_map_set:
         return _rm_result
     return _rm_move_Scored_or_None(_rm_result, torch.device("cpu"))
+
+
+def _remote_best(
+    _rm_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    threshold: float | None,
+) -> Scored | None:
+    return _rm_best_on_module(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        threshold,
+    )
 
 
 def _remote_best_keyed(
@@ -482,14 +525,13 @@ def _remote_best_keyed(
     x: Tensor,
     threshold: float | None,
 ) -> Scored | None:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.best(x, threshold)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.best(_rm.move_tensor(x, _rm_target), threshold)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_Scored_or_None(_rm_result, torch.device("cpu"))
+    return _rm_best_on_module(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        threshold,
+    )
 
 
 def _remote_best_wire(
@@ -507,13 +549,12 @@ def _remote_best_wire(
     return (_rm_cast_Scored_or_None(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
-def _remote_table(
-    _rm_rref: RRef[ScorerInterface],
+def _rm_table_on_module(
+    _rm_module: ScorerInterface,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> dict[str, Scored]:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.table(x)
     _rm_target = torch.device(_rm_device)
@@ -521,6 +562,20 @@ def _remote_table(
     if _rm_is_device_map_set:
         return _rm_result
     return _rm_move_dict_str_Scored(_rm_result, torch.device("cpu"))
+
+
+def _remote_table(
+    _rm_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> dict[str, Scored]:
+    return _rm_table_on_module(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+    )
 
 
 def _remote_table_keyed(
@@ -529,14 +584,12 @@ def _remote_table_keyed(
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> dict[str, Scored]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.table(x)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.table(_rm.move_tensor(x, _rm_target))
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_dict_str_Scored(_rm_result, torch.device("cpu"))
+    return _rm_table_on_module(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+    )
 
 
 def _remote_table_wire(
@@ -553,13 +606,12 @@ def _remote_table_wire(
     return (_rm_cast_dict_str_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
-def _remote_pair(
-    _rm_rref: RRef[ScorerInterface],
+def _rm_pair_on_module(
+    _rm_module: ScorerInterface,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> tuple[Scored, Tensor]:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.pair(x)
     _rm_target = torch.device(_rm_device)
@@ -567,6 +619,20 @@ def _remote_pair(
     if _rm_is_device_map_set:
         return _rm_result
     return _rm_move_tuple_Scored_Tensor(_rm_result, torch.device("cpu"))
+
+
+def _remote_pair(
+    _rm_rref: RRef[ScorerInterface],
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> tuple[Scored, Tensor]:
+    return _rm_pair_on_module(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+    )
 
 
 def _remote_pair_keyed(
@@ -575,14 +641,12 @@ def _remote_pair_keyed(
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> tuple[Scored, Tensor]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.pair(x)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.pair(_rm.move_tensor(x, _rm_target))
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_tuple_Scored_Tensor(_rm_result, torch.device("cpu"))
+    return _rm_pair_on_module(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+    )
 
 
 def _remote_pair_wire(
