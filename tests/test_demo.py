@@ -321,22 +321,30 @@ def test_ranks_of_a_launcher_without_a_store_meet_at_rank_0s(tmp_path: Path) -> 
     assert summary["steps"] == 10 and summary["remote_calls"] == 20
 
 
+STORE_TIMEOUT_S = 60.0  # a store operation's own bound; none is meant to wait
+
+
+def _rank_0s_store() -> dist.TCPStore:
+    """A store as rank 0 hosts it where the launcher does not, on a free port."""
+    return dist.TCPStore(
+        "127.0.0.1",
+        0,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=timedelta(seconds=STORE_TIMEOUT_S),
+        multi_tenant=True,
+    )
+
+
 def test_the_store_host_leaves_only_after_every_rank_says_its_shutdown_is_through() -> None:
     # The race behind test_ranks_of_a_launcher_without_a_store_meet_at_rank_0s (1 of 2 loaded
     # runs before the fix): rank 0 hosts the store, and a rank still in rpc.shutdown's last
     # store step lost its connection when rank 0 had left. Here, rank 0's leave is held until
     # both other ranks of 3 say they are through.
     config = DemoConfig(timeout=60.0)
-    host = dist.TCPStore(
-        "127.0.0.1",
-        0,
-        is_master=True,
-        wait_for_workers=False,
-        timeout=timedelta(seconds=config.timeout),
-        multi_tenant=True,
-    )
+    host = _rank_0s_store()
     clients = [
-        dist.TCPStore("127.0.0.1", host.port, timeout=timedelta(seconds=config.timeout))
+        dist.TCPStore("127.0.0.1", host.port, timeout=timedelta(seconds=STORE_TIMEOUT_S))
         for _ in range(2)
     ]
     left = threading.Event()
@@ -358,14 +366,7 @@ def test_the_store_host_leaves_only_after_every_rank_says_its_shutdown_is_throug
 
 def test_the_store_host_waits_for_a_silent_rank_no_longer_than_the_rpc_timeout() -> None:
     config = DemoConfig(timeout=0.5)
-    host = dist.TCPStore(
-        "127.0.0.1",
-        0,
-        is_master=True,
-        wait_for_workers=False,
-        timeout=timedelta(seconds=30),
-        multi_tenant=True,
-    )
+    host = _rank_0s_store()
     started = time.monotonic()
     launch._store_host_leaves_last(host, 0, 3, config)  # ranks 1 and 2 never say
     waited = time.monotonic() - started
