@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from remote_module._contract import BODY_SUFFIX, INTERNAL_PREFIX, KEYED_SUFFIX
 from remote_module.codegen import StaleGeneratedModuleWarning, api, parse_interface
 from remote_module.codegen.cli import plan
 from remote_module.codegen.model import Kind, Method
@@ -131,13 +132,14 @@ def test_golden_remote_functions_script(interface: str, golden_modules: dict[str
         fn = torch.jit.script(getattr(module, api.remote_name(method)))
         # Where tensors move, the remote function and its keyed twin are one call each of a
         # shared body, the module given, compiled once for both.
-        body = getattr(module, f"_rm_{method.name}_on_module", None)
+        body_name = f"{INTERNAL_PREFIX}{method.name}{BODY_SUFFIX}"
+        body = getattr(module, body_name, None)
         assert (body is not None) is _holds_tensors(method), method.name
         if body is not None:
-            keyed = torch.jit.script(getattr(module, f"{api.remote_name(method)}_keyed"))
+            keyed = torch.jit.script(getattr(module, f"{api.remote_name(method)}{KEYED_SUFFIX}"))
             for twin in (fn, keyed):  # it calls the body and moves nothing itself
-                assert f"._rm_{method.name}_on_module\n" in twin.code, twin.code
-                assert "move" not in twin.code.replace("_on_module", ""), twin.code
+                assert f".{body_name}\n" in twin.code, twin.code
+                assert "move" not in twin.code.replace(BODY_SUFFIX, ""), twin.code
             body = torch.jit.script(body)
         # Tensors move through the generated movers (a tensor alone through the contract's
         # ``move_tensor``); ``.code`` calls exactly the movers this method's types need, and

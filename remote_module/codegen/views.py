@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from remote_module._contract import (
+    BODY_SUFFIX,
     CALL_PREFIX,
     INTERNAL_PREFIX,
     KEYED_SUFFIX,
@@ -78,7 +79,7 @@ class MethodView:
         # A moving body is one function both TorchScript twins call: compiled once, not once
         # per twin (the keyed twin's compile, 2.3-3.1 ms CPU per method, is 1.1-1.5 with it).
         self.shares_body = view.script and self.moves
-        self.body = f"{INTERNAL_PREFIX}{method.name}_on_module"
+        self.body = f"{INTERNAL_PREFIX}{method.name}{BODY_SUFFIX}"
 
     # --- caller side ------------------------------------------------------------------------
 
