@@ -190,12 +190,25 @@ def test_reserved_names_are_every_public_name_of_the_class() -> None:
 def test_importing_remote_module_loads_no_compiler_torchscript_or_render_cache() -> None:
     # torch.compile support must not load torch._dynamo at import (about 1.7 s on every
     # program, every worker): nothing of ours imports it. A program without interfaces never
-    # loads our TorchScript layer or the render cache either (the import figure, benchmarks/).
-    unwanted = {"torch._dynamo", "remote_module._torchscript", "remote_module.runtime.cache"}
+    # loads our TorchScript layer or the render cache either, nor the interface decorator;
+    # the wire layer loads with the first RemoteModule sent (the import figure, benchmarks/).
+    unwanted = {
+        "torch._dynamo",
+        "remote_module._torchscript",
+        "remote_module.runtime.cache",
+        "remote_module._interface",
+        "remote_module.runtime.wire",
+    }
     probe = (
         "import sys, torch\n"
         "from remote_module import RemoteModule\n"
         f"loaded = {unwanted!r} & set(sys.modules)\n"
         "assert not loaded, f'imported: {sorted(loaded)}'\n"
+        # the decorator is still the package's, by attribute, by from-import and in dir()
+        "import remote_module\n"
+        "from remote_module import interface\n"
+        "from remote_module._interface import interface as decorator\n"
+        "assert interface is remote_module.interface is decorator\n"
+        "assert 'interface' in dir(remote_module)\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)

@@ -6,6 +6,9 @@ and with standbys its failover plan (``remote_module.runtime.failover``); the ge
 methods travel as the name of their generated module (plus the interface and the
 device-movement flag), which the receiver loads and installs. A scripted RemoteModule may not
 travel (upstream's rule and text); Python pickling of a RemoteModule is refused by the class.
+
+This module loads with the first RemoteModule (or scripted module) sent: the class registers
+the reducers with torch's RPC pickler and imports this module from them (``runtime.module``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 import torch.distributed.rpc as rpc
-from torch.distributed.rpc.internal import _internal_rpc_pickler
 
 from remote_module import _contract
 from remote_module.runtime import pending, registry
@@ -29,18 +31,13 @@ from remote_module.runtime.construction import (
 if TYPE_CHECKING:
     from remote_module.runtime.module import RemoteModule
 
-__all__ = ["PICKLED_ATTRIBUTES", "register_reducer"]
+__all__ = ["PICKLED_ATTRIBUTES", "reduce_remote_module", "reduce_script_module"]
 
 _SCRIPTED_OVER_RPC_ERROR = (
     "Passing a script RemoteModule over RPC is not supported. Please create a RemoteModule in "
     "the sender, send the `module_rref` to the receiver, and create a new instance on the "
     "receiver end by passing this `module_rref`."
 )
-
-
-def register_reducer(cls: type[RemoteModule]) -> None:
-    """Send instances of ``cls`` (RemoteModule or a subclass) over RPC as described above."""
-    _internal_rpc_pickler._register_reducer(cls, _reduce_remote_module)
 
 
 class _GeneratedMethods(NamedTuple):
@@ -51,7 +48,8 @@ class _GeneratedMethods(NamedTuple):
     move_tensors: bool
 
 
-def _reduce_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, ...]]:
+def reduce_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, ...]]:
+    """A RemoteModule (or subclass) as RPC sends it, as described above."""
     # The receiver calls the owner's remote functions at once: they must be there.
     pending.wait_for_owner(remote_module, "sending over RPC")
     generated = remote_module._rm_record.generated
@@ -86,7 +84,8 @@ def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModul
     return received(cls, Placement(**attributes), generated, module_rref, options, plan)
 
 
-def _reduce_script_module(module: torch.jit.RecursiveScriptModule) -> tuple[Any, tuple[Any, ...]]:
+def reduce_script_module(module: torch.jit.RecursiveScriptModule) -> tuple[Any, tuple[Any, ...]]:
+    """A scripted module as RPC sends it (saved and loaded), unless it is a RemoteModule."""
     if hasattr(module._c, "module_rref"):
         raise RuntimeError(_SCRIPTED_OVER_RPC_ERROR)
     buffer = io.BytesIO()
@@ -96,6 +95,3 @@ def _reduce_script_module(module: torch.jit.RecursiveScriptModule) -> tuple[Any,
 
 def _load_script_module(data: bytes) -> torch.jit.ScriptModule:
     return torch.jit.load(io.BytesIO(data))
-
-
-_internal_rpc_pickler._register_reducer(torch.jit.RecursiveScriptModule, _reduce_script_module)
