@@ -11,7 +11,7 @@ import torch
 from hypothesis import example, given
 
 from remote_module import RemoteDevice, parse_remote_device
-from remote_module.runtime import device
+from remote_module.runtime import arguments
 from tests.support.expected import REMOTE_DEVICE_FORMAT
 from tests.support.fuzzing import REMOTE_DEVICES, check_parse, fuzz
 
@@ -68,8 +68,8 @@ def test_a_constructions_target_reads_as_the_parser_does(text: str) -> None:
         parsed = parse_remote_device(text)
     except (ValueError, RuntimeError) as error:
         with pytest.raises(type(error)):
-            device.target(text)
+            arguments.target(text)
         return
     expected = (parsed.on, str(parsed.device), parsed.device.type != "cpu")
-    assert device.target(text) == expected
-    assert device.target(text) == expected  # remembered
+    assert arguments.target(text) == expected
+    assert arguments.target(text) == expected  # remembered

@@ -187,17 +187,26 @@ def test_reserved_names_are_every_public_name_of_the_class() -> None:
     assert public == _contract.RESERVED_NAMES
 
 
-def test_importing_remote_module_loads_no_compiler_torchscript_or_render_cache() -> None:
+def test_importing_remote_module_loads_only_what_a_first_construction_and_call_need() -> None:
     # torch.compile support must not load torch._dynamo at import (about 1.7 s on every
     # program, every worker): nothing of ours imports it. A program without interfaces never
     # loads our TorchScript layer or the render cache either, nor the interface decorator;
-    # the wire layer loads with the first RemoteModule sent (the import figure, benchmarks/).
+    # the wire layer loads with the first RemoteModule sent, what waits for a construction's
+    # reply with the first construction that leaves one in flight (an interface's), the
+    # generator's door with the first interface, the walkers and type checks with the first
+    # call that needs them, the public remote-device parser with its first use (the import
+    # figure, benchmarks/).
     unwanted = {
         "torch._dynamo",
         "remote_module._torchscript",
         "remote_module.runtime.cache",
         "remote_module._interface",
         "remote_module.runtime.wire",
+        "remote_module.runtime.pending",
+        "remote_module.runtime.replies",
+        "remote_module.runtime.generator",
+        "remote_module.runtime.values",
+        "remote_module.runtime.remote_device",
     }
     probe = (
         "import sys, torch\n"
@@ -210,5 +219,13 @@ def test_importing_remote_module_loads_no_compiler_torchscript_or_render_cache()
         "from remote_module._interface import interface as decorator\n"
         "assert interface is remote_module.interface is decorator\n"
         "assert 'interface' in dir(remote_module)\n"
+        # and so are the names that load with their first use
+        "from remote_module import RemoteDevice, parse_remote_device, set_type_checking\n"
+        "from remote_module.runtime import contract, remote_device, values\n"
+        "assert parse_remote_device is remote_device.parse_remote_device\n"
+        "assert RemoteDevice is remote_device.RemoteDevice\n"
+        "assert set_type_checking is values.set_type_checking\n"
+        "assert contract.move_to_device is values.move_to_device\n"
+        "assert {'RemoteDevice', 'type_checking'} <= set(dir(remote_module))\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)

@@ -1,9 +1,13 @@
-"""The constructor's arguments, checked once for every way in (``RemoteModule(...)``,
+"""The constructor's arguments, read and checked once for every way in (``RemoteModule(...)``,
 ``init_from_module_rref``, the typed ``Remote<Interface>`` classes): each rule and its
-message in one place."""
+message in one place. For ``remote_device``: the owner and device a construction reads of it
+(:func:`target`), whether RPC has a device map to that worker, and its ``WorkerInfo``; the
+public parser, ``parse_remote_device``, is ``remote_module.runtime.remote_device``, loaded on
+first use."""
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -11,10 +15,21 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed.rpc as rpc
 
+from remote_module.runtime.errors import UnknownWorkerError
+
 if TYPE_CHECKING:
     from remote_module.runtime.module import RemoteModule
 
-__all__ = ["callable_name", "check_args", "check_timeout", "check_wire_dtype", "pick_interface"]
+__all__ = [
+    "callable_name",
+    "check_args",
+    "check_timeout",
+    "check_wire_dtype",
+    "is_device_map_set",
+    "pick_interface",
+    "target",
+    "worker_info",
+]
 
 _UNSET_TIMEOUT = float(rpc.constants.UNSET_RPC_TIMEOUT)
 
@@ -84,3 +99,65 @@ def check_args(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]
 
 def callable_name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
+def target(remote_device: str) -> tuple[str | int, str, bool]:
+    """The owner, the device's text, and whether it is not the CPU: what a construction needs
+    of ``remote_device``, which it parses as ``parse_remote_device`` does."""
+    if type(remote_device) is not str:
+        from remote_module.runtime.remote_device import parse_remote_device
+
+        parse_remote_device(remote_device)  # raises: not a string
+    return _target(remote_device)
+
+
+# Every construction asks; a program uses a handful of remote devices.
+@functools.lru_cache(maxsize=256)
+def _target(remote_device: str) -> tuple[str | int, str, bool]:
+    owner, _, device = remote_device.partition("/")
+    if device == "cpu" and owner and owner.isascii() and owner.isprintable() and ":" not in owner:
+        # "<workername>/cpu", as the parser reads it, without torch.device and the parse: in a
+        # fresh process they cost more than everything else before the request.
+        return (owner, "cpu", False)
+    from remote_module.runtime.remote_device import parse_remote_device
+
+    parsed = parse_remote_device(remote_device)
+    return (parsed.on, str(parsed.device), parsed.device.type != "cpu")
+
+
+def is_device_map_set(on: str | int) -> bool:
+    """Whether the current RPC agent has a device map to ``on`` (which must be a worker): fixed
+    for an agent's lifetime, so asked once per agent and owner."""
+    agent = rpc._get_current_rpc_agent()
+    if _device_maps_of[0] is not agent:
+        _device_maps.clear()
+        _device_maps_of[0] = agent
+    known = _device_maps.get(on)
+    if known is None:
+        known = _device_maps[on] = bool(agent._get_device_map(_worker_info(agent, on)))
+    return known
+
+
+# owner -> whether the agent in _device_maps_of has a device map to it
+_device_maps: dict[str | int, bool] = {}
+_device_maps_of: list[Any] = [None]
+
+
+def worker_info(on: str | int) -> Any:
+    """The current RPC group's ``WorkerInfo`` of ``on`` (a worker name or rank); an unknown one
+    raises :class:`UnknownWorkerError`."""
+    return _worker_info(rpc._get_current_rpc_agent(), on)
+
+
+def _worker_info(agent: Any, on: str | int) -> Any:
+    if isinstance(on, str):
+        try:
+            return agent.get_worker_info(on)
+        except (RuntimeError, TypeError) as error:
+            raise UnknownWorkerError(
+                f"RemoteModule: no RPC worker named {on!r} ({error})"
+            ) from None
+    for info in agent.get_worker_infos():
+        if info.id == on:
+            return info
+    raise UnknownWorkerError(f"RemoteModule: no RPC worker has rank {on}")

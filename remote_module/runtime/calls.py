@@ -21,17 +21,15 @@ import torch.distributed.rpc as rpc
 from torch.futures import Future
 
 from remote_module._contract import CALL_PREFIX
-from remote_module.runtime import keys, owner, values
-from remote_module.runtime.pending import created, wait_for_owner
+from remote_module.runtime import keys, owner
 from remote_module.runtime.record import Record
-from remote_module.runtime.replies import wait_returning_rrefs
 
 try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call bookkeeping
     from torch._C._distributed_rpc import _invoke_rpc_torchscript
 except ImportError:  # pragma: no cover - a torch built without it
     _invoke_rpc_torchscript = None  # type: ignore[assignment]
 
-__all__ = ["call", "call_async"]
+__all__ = ["call", "call_async", "take_creation"]
 
 _call_prefix = operator.attrgetter(*CALL_PREFIX)  # one C call per send
 # The prefix after the module's reference (its key, or its RRef), which eager calls send first.
@@ -49,7 +47,7 @@ def call(
     kwargs: Mapping[str, Any] | None = None,
 ) -> R:
     """Run ``method`` on the owner and wait for its result (with a ``wire_dtype``, its
-    floating tensors cast for the wire both ways: see :func:`_to_wire`)."""
+    floating tensors cast for the wire both ways: see ``values.to_wire``)."""
     if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
         return _call_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
     at = remote_module._rm_record.seat()  # the seat it goes to (see runtime.failover)
@@ -112,6 +110,16 @@ def call_async(
     return result
 
 
+def take_creation(remote_module: Any) -> None:
+    """Take a construction's reply where one is in flight (``pending.created``). pending, and
+    the replies it waits for, load with the first construction that has one (an interface's),
+    not with the package."""
+    if remote_module._rm_record.creation is not None:
+        from remote_module.runtime import pending
+
+        pending.created(remote_module)
+
+
 def _start(
     remote_module: Any,
     method: str,
@@ -124,12 +132,15 @@ def _start(
     """Send a call (through the wire dtype's casts where there is one, and counted by the
     owner with ``checkpoint_every``): what :func:`_send` returns, and whether the call was
     cast for the wire."""
-    if remote_module._rm_record.creation is not None:  # its reply (an RRef) first, even if
-        created(remote_module)  # the checks fail: none may arrive after rpc.shutdown()
-    wired = remote_module.wire_dtype is not None
-    if wired:
-        remote_fn, args, kwargs = _to_wire(remote_module, method, remote_fn, args, hints, kwargs)
-        hints = None
+    # Its reply (an RRef) first, even if the checks fail: none may arrive after rpc.shutdown().
+    take_creation(remote_module)
+    wire_dtype = remote_module.wire_dtype
+    wired = wire_dtype is not None
+    if wired:  # sent as owner.call_wired, which runs remote_fn there (values.to_wire)
+        from remote_module.runtime import values
+
+        carried, args, kwargs = values.to_wire(method, wire_dtype, args, hints, kwargs)
+        remote_fn, args, hints = owner.call_wired, (remote_fn, wire_dtype, carried, *args), None
     ticket = remote_module._rm_record.ticket
     return (*_send(remote_module, method, remote_fn, args, hints, kwargs, wired, at, ticket), wired)
 
@@ -165,33 +176,10 @@ _call_eagerly = _untraced(call)
 _call_async_eagerly = _untraced(call_async)
 
 
-def _to_wire(
-    remote_module: Any,
-    method: str,
-    remote_fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    hints: Sequence[tuple[Any, ...]] | None,
-    kwargs: Mapping[str, Any] | None,
-) -> tuple[Callable[..., Any], tuple[Any, ...], Mapping[str, Any] | None]:
-    """A call of a RemoteModule with a ``wire_dtype``, as it is sent: ``owner.call_wired`` in
-    place of ``remote_fn`` (which it runs on the owner), the arguments checked (as given),
-    then their floating tensors cast to the wire dtype, each one's own dtype carried beside
-    them. Every Python call takes this way, whatever the family: the generated code has no
-    wire half of its own outside TorchScript (scripted callers run the generated casters)."""
-    if hints is not None:
-        values.check_arguments(method, args, hints)
-    wire_dtype = remote_module.wire_dtype
-    carried: list[torch.Tensor] = []
-    cast = values.cast_to_wire(args, wire_dtype, carried)
-    if kwargs:
-        kwargs = values.cast_to_wire(dict(kwargs), wire_dtype, carried)
-    return owner.call_wired, (remote_fn, wire_dtype, carried, *cast), kwargs
-
-
 def _from_wire(reply: tuple[Any, list[torch.Tensor]]) -> Any:
-    """The result of a call with a ``wire_dtype`` (see ``owner.call_wired``), cast back."""
-    result, carried = reply
-    return values.restore_from_wire(result, carried)
+    from remote_module.runtime import values
+
+    return values.from_wire(reply)
 
 
 def _await_filing(remote_module: Any, filing: Future[Any]) -> None:
@@ -203,6 +191,8 @@ def _await_filing(remote_module: Any, filing: Future[Any]) -> None:
     shutdown. A call's caller holds its result, so waiting for the call is waiting for this
     too. The owner files while it runs the call; this waits longer only while it compiles
     the keyed functions, once per owner process and interface."""
+    from remote_module.runtime.replies import wait_returning_rrefs
+
     try:
         wait_returning_rrefs(filing, remote_module.timeout, time.monotonic())
     except Exception:  # a failed filing is adopted (and dropped) at the next call
@@ -243,11 +233,15 @@ def _send(
     ``standby.counted``): the module's RRef in a scriptable family (whose remote functions
     take it), else as any eager call (its key). ``at``: the seat it goes to. ``ticket``: the
     owner counts the call for ``checkpoint_every`` (``standby.counted`` runs it there)."""
-    if hints is not None:
-        values.check_arguments(method, args, hints)
+    if hints is not None:  # an interface's: the checks load with its first call
+        from remote_module.runtime.values import check_arguments
+
+        check_arguments(method, args, hints)
     record: Record = remote_module._rm_record
     if record.pending is not None:  # the owner still loads (the creation: taken in _start)
-        wait_for_owner(remote_module, method)
+        from remote_module.runtime import pending
+
+        pending.wait_for_owner(remote_module, method)
     module_rref = remote_module.module_rref
     try:
         if remote_module.is_scriptable:  # TorchScript remote functions take the RRef

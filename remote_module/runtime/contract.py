@@ -44,7 +44,6 @@ from remote_module.runtime.keys import keyed_module
 from remote_module.runtime.keys import module_for as owner_module
 from remote_module.runtime.module import RemoteModule
 from remote_module.runtime.registry import check_fresh, register
-from remote_module.runtime.values import move_to_device
 
 __all__ = [
     "CALL_PREFIX",
@@ -67,10 +66,11 @@ __all__ = [
     "rpc_async",
 ]
 
-R = TypeVar("R")
-F = TypeVar("F", bound=Callable[..., Any])
-
 if TYPE_CHECKING:
+    from remote_module.runtime.values import move_to_device
+
+    R = TypeVar("R")
+    F = TypeVar("F", bound=Callable[..., Any])
 
     def rpc_async(
         to: Any,
@@ -128,3 +128,13 @@ def count_call(identity: str) -> None:
 
 # Real types, not the strings of this module's postponed annotations: TorchScript reads them.
 count_call.__annotations__ = {"identity": str, "return": None}
+
+
+def __getattr__(name: str) -> Any:
+    # The walker for values of no known type loads with its first use (a module off the CPU,
+    # a union in Python), not with every program (0.1 ms of the package's import).
+    if name == "move_to_device":
+        from remote_module.runtime.values import move_to_device
+
+        return move_to_device
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -41,7 +41,7 @@ import torch.distributed.rpc as rpc
 from torch.futures import Future
 
 from remote_module.runtime import keys, standby
-from remote_module.runtime.device import is_device_map_set, target, worker_info
+from remote_module.runtime.arguments import is_device_map_set, target, worker_info
 from remote_module.runtime.errors import (
     CreationFailure,
     OwnerFailover,

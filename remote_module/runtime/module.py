@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,57 +20,17 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.nn.parameter import Parameter
 
 from remote_module._contract import COUNTING
-from remote_module.runtime import construction, owner, pending, refused
+from remote_module.runtime import calls, construction, owner, refused
 from remote_module.runtime.errors import RemoteFailure, reporting
 from remote_module.runtime.record import Record
-from remote_module.runtime.replies import wait_returning_rrefs
-from remote_module.runtime.values import move_to_device
 
 __all__ = ["RemoteModule"]
 
-T = TypeVar("T", bound="RemoteModule")
+if TYPE_CHECKING:  # (at run time its bound, a string, would compile at every import)
+    T = TypeVar("T", bound="RemoteModule")
 
 
-class _RemoteModuleType(type):
-    """The metaclass of :class:`RemoteModule`: ``dir()`` of a RemoteModule class, and of an
-    instance through ``RemoteModule.__dir__``, lists what a RemoteModule has: what its classes
-    define (subclasses and mixins included, RemoteModule's private helpers not) and
-    ``__call__``; not nn.Module's methods, which raise on a RemoteModule or need local state.
-    ``torch.jit.script`` walks this list several times on every call: with nn.Module's ~200
-    names, scripting a RemoteModule again cost about 0.3 ms more."""
-
-    def __dir__(cls) -> list[str]:
-        classes = [klass for klass in cls.__mro__ if klass not in (nn.Module, object)]
-        # Cached per class, recomputed when a class in between gains or loses an attribute.
-        version = tuple(len(vars(klass)) for klass in classes)
-        cached = _class_dirs.get(cls)
-        if cached is None or cached[0] != version:
-            names = {"__call__"}
-            for klass in classes:
-                names.update(
-                    name
-                    for name, value in vars(klass).items()
-                    if not (klass is RemoteModule and _hidden(name))
-                    and not getattr(value, "_rm_unsupported", False)
-                )
-            cached = _class_dirs[cls] = (version, sorted(names))
-        return list(cached[1])
-
-
-def _hidden(name: str) -> bool:
-    """RemoteModule's private helpers, and the property torch reads (listed, torch would try
-    to compile it)."""
-    return name == "__jit_ignored_attributes__" or (
-        name.startswith("_") and not name.startswith("__")
-    )
-
-
-_class_dirs: weakref.WeakKeyDictionary[type, tuple[tuple[int, ...], list[str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
+class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
     """A module created on a remote worker whose methods run there.
 
     Args:
@@ -130,6 +89,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
             # Only for what __dict__ lacks: module_rref while a construction's reply is
             # untaken (taking it: runtime.pending), nn.Module's lookups otherwise.
             if name == "module_rref":
+                from remote_module.runtime import pending
+
                 return pending.module_rref(self)
             return nn.Module.__getattr__(self, name)
 
@@ -191,7 +152,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
 
     def remote_parameters(self, recurse: bool = True) -> list[rpc.RRef[Parameter]]:
         """RRefs to the remote module's parameters, for ``DistributedOptimizer``."""
-        pending.created(self)  # a failed creation raises as it is named
+        calls.take_creation(self)  # a failed creation raises as it is named
         at = self._rm_record.seat()
         started = time.monotonic()
         try:
@@ -201,6 +162,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
                 (self.module_rref, recurse),
                 timeout=0,
             )
+            from remote_module.runtime.replies import wait_returning_rrefs
+
             return wait_returning_rrefs(future, self.timeout, started)
         except Exception as error:  # the RPC's own error, or what the module raised there
             from remote_module.runtime import failover  # (its import: 2 ms, on first need)
@@ -219,6 +182,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
         self, state_dict: dict[str, torch.Tensor], strict: bool = True
     ) -> Any:
         """``load_state_dict`` on the owner; returns its ``(missing_keys, unexpected_keys)``."""
+        from remote_module.runtime.values import move_to_device
+
         cpu_state = move_to_device(dict(state_dict), torch.device("cpu"))
         return self._on_owner(
             "load_remote_state_dict", owner.load_state_dict, self.module_rref, cpu_state, strict
@@ -282,6 +247,8 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
                 "@torch.jit.interface class as module_interface_cls"
             )
         # Scripted calls go straight to the owner's compiled remote functions.
+        from remote_module.runtime import pending
+
         pending.wait_for_owner(self, "torch.jit.script")
         construction.complete(self)  # what TorchScript reads from __dict__
         counting = None
@@ -347,7 +314,7 @@ class RemoteModule(nn.Module, metaclass=_RemoteModuleType):
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the owner; what it raises there comes back as data and is raised
         here once, named (torch would print it there and put its traceback in the text)."""
-        pending.created(self)  # a failed creation raises as it is named
+        calls.take_creation(self)  # a failed creation raises as it is named
         at = self._rm_record.seat()
         try:
             result = rpc.rpc_sync(

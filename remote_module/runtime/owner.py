@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module import _contract
-from remote_module.runtime import registry, values
+from remote_module.runtime import registry
 from remote_module.runtime.errors import CreationFailure
 
 __all__ = [
@@ -117,6 +117,8 @@ def call_wired(
     scriptable family's runs its compiled module from Python). A scripted module returns
     NamedTuples in TorchScript's rendering, which cannot be pickled: they go back as plain
     tuples, which the generated method decodes as it does a TorchScript reply."""
+    from remote_module.runtime import values  # with the first wire_dtype, not every program
+
     args = values.restore_from_wire(args, carried)
     if kwargs:
         kwargs = values.restore_from_wire(kwargs, carried)

@@ -1,16 +1,18 @@
 """What ``nn.Module`` offers that a RemoteModule refuses: the methods that would need the
 module's local state raise ``ValueError("Method ``<name>`` not supported for RemoteModule")``
-(upstream's text) and are left out of ``dir()``; a parent module's traversal
-(``named_modules``, ``state_dict`` into a destination) sees a leaf with no local state."""
+(upstream's text) and are left out of ``dir()`` (:class:`RemoteModuleType`, its metaclass,
+lists what a RemoteModule has); a parent module's traversal (``named_modules``,
+``state_dict`` into a destination) sees a leaf with no local state."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from torch import nn
 
-__all__ = ["UNSUPPORTED_METHODS", "install", "leaf", "raise_not_supported"]
+__all__ = ["UNSUPPORTED_METHODS", "RemoteModuleType", "install", "leaf", "raise_not_supported"]
 
 _NOT_SUPPORTED = "Method ``{}`` not supported for RemoteModule"
 
@@ -24,6 +26,45 @@ UNSUPPORTED_METHODS = tuple(
         "load_state_dict named_parameters buffers named_buffers children named_children "
         "modules requires_grad_ zero_grad share_memory extra_repr"
     ).split()
+)
+
+
+class RemoteModuleType(type):
+    """The metaclass of ``RemoteModule``: ``dir()`` of a RemoteModule class, and of an
+    instance through ``RemoteModule.__dir__``, lists what a RemoteModule has: what its classes
+    define (subclasses and mixins included, RemoteModule's private helpers not) and
+    ``__call__``; not nn.Module's methods, which raise on a RemoteModule or need local state.
+    ``torch.jit.script`` walks this list several times on every call: with nn.Module's ~200
+    names, scripting a RemoteModule again cost about 0.3 ms more."""
+
+    def __dir__(cls) -> list[str]:
+        classes = [klass for klass in cls.__mro__ if klass not in (nn.Module, object)]
+        # Cached per class, recomputed when a class in between gains or loses an attribute.
+        version = tuple(len(vars(klass)) for klass in classes)
+        cached = _class_dirs.get(cls)
+        if cached is None or cached[0] != version:
+            names = {"__call__"}
+            for klass in classes:
+                names.update(
+                    name
+                    for name, value in vars(klass).items()
+                    if not (nn.Module in klass.__bases__ and _hidden(name))
+                    and not getattr(value, "_rm_unsupported", False)
+                )
+            cached = _class_dirs[cls] = (version, sorted(names))
+        return list(cached[1])
+
+
+def _hidden(name: str) -> bool:
+    """RemoteModule's private helpers, and the property torch reads (listed, torch would try
+    to compile it)."""
+    return name == "__jit_ignored_attributes__" or (
+        name.startswith("_") and not name.startswith("__")
+    )
+
+
+_class_dirs: weakref.WeakKeyDictionary[type, tuple[tuple[int, ...], list[str]]] = (
+    weakref.WeakKeyDictionary()
 )
 
 

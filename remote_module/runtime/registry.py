@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING
 
 from remote_module._contract import StaleGeneratedModuleWarning
 from remote_module._version import __version__
-from remote_module.runtime import generator
-from remote_module.runtime.generator import interface_model
 
 if TYPE_CHECKING:
     from remote_module.codegen.model import Interface
@@ -218,7 +216,7 @@ def ensure_module(
             # An in-memory name is parsed only on a cache miss (an owner with the cache warm
             # skips it). A build-time module's name says nothing of the interface it was made
             # from, so its cache entry is keyed by the in-memory name too, which does.
-            render = functools.partial(generator.render, interface_cls, move_tensors)
+            render = functools.partial(_render, interface_cls, move_tensors)
             key = module_name
             if not in_memory:
                 model = interface_model(interface_cls)
@@ -324,6 +322,20 @@ def _is_rendered(module: types.ModuleType) -> bool:
 def _is_registered(module: types.ModuleType) -> bool:
     with _lock:
         return any(found is module for found in _registered.values())
+
+
+def interface_model(interface_cls: type) -> Interface:
+    """The parsed model of ``interface_cls`` (``generator.interface_model``): the door to the
+    generator opens with the first interface, not with the package."""
+    from remote_module.runtime import generator
+
+    return generator.interface_model(interface_cls)
+
+
+def _render(interface_cls: type, move_tensors: bool) -> str:
+    from remote_module.runtime import generator
+
+    return generator.render(interface_cls, move_tensors)
 
 
 def _why_stale(version: str, fingerprint: str, interface_cls: type) -> str | None:

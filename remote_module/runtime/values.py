@@ -4,7 +4,7 @@ the caller-side argument checks of RemoteModules built with an interface (typegu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -14,9 +14,11 @@ from remote_module._contract import cast_tensor, restore_tensor
 __all__ = [
     "cast_to_wire",
     "check_arguments",
+    "from_wire",
     "move_to_device",
     "restore_from_wire",
     "set_type_checking",
+    "to_wire",
     "type_checking",
 ]
 
@@ -67,6 +69,35 @@ def restore_from_wire(value: Any, sent: list[torch.Tensor]) -> Any:
     if isinstance(value, torch.Tensor):
         return restore_tensor(value, sent)
     return _rebuilt(value, lambda item: restore_from_wire(item, sent))
+
+
+def to_wire(
+    method: str,
+    wire_dtype: torch.dtype,
+    args: tuple[Any, ...],
+    hints: Sequence[tuple[Any, ...]] | None,
+    kwargs: Mapping[str, Any] | None,
+) -> tuple[list[torch.Tensor], tuple[Any, ...], Mapping[str, Any] | None]:
+    """A Python call of a RemoteModule with a ``wire_dtype``, as it is sent (the owner's
+    ``call_wired`` runs it): the arguments checked (as given), then their floating tensors
+    cast to ``wire_dtype``; returns each one's own dtype (carried beside them), the arguments
+    and the keyword arguments. Every Python call takes this way, whatever the family: the
+    generated code has no wire half of its own outside TorchScript (scripted callers run the
+    generated casters)."""
+    if hints is not None:
+        check_arguments(method, args, hints)
+    carried: list[torch.Tensor] = []
+    cast = cast_to_wire(args, wire_dtype, carried)
+    if kwargs:
+        kwargs = cast_to_wire(dict(kwargs), wire_dtype, carried)
+    return carried, cast, kwargs
+
+
+def from_wire(reply: tuple[Any, list[torch.Tensor]]) -> Any:
+    """The result of a call with a ``wire_dtype`` (the owner's ``call_wired`` reply: the
+    result and the dtypes it carries), cast back."""
+    result, carried = reply
+    return restore_from_wire(result, carried)
 
 
 def _rebuilt(value: Any, convert: Callable[[Any], Any], named: bool = True) -> Any:
