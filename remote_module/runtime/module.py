@@ -8,7 +8,6 @@ exported methods, so ``torch.jit.script`` compiles a RemoteModule built with an 
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -120,7 +119,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
 
     else:
         # Short on purpose: torch.jit.script reads and parses __init__'s source on every call.
-        # inspect.signature(RemoteModule) shows construct's signature (set below the class).
+        # inspect.signature(RemoteModule) shows construct's (refused.RemoteModuleType).
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             construction.construct(self, *args, **kwargs)  # nn.Module's set-up once sent
 
@@ -361,7 +360,5 @@ _class_defaults = {**vars(nn.Module()), **construction.OPTION_DEFAULTS}
 for _name, _value in _class_defaults.items():
     setattr(RemoteModule, _name, _value)
 del _class_defaults, _name, _value
-RemoteModule.__init__.__signature__ = inspect.signature(  # type: ignore[attr-defined]
-    construction.construct
-)
+RemoteModule.__init__._rm_takes = construction.construct  # type: ignore[attr-defined]
 refused.install(RemoteModule)
