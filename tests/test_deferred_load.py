@@ -78,9 +78,11 @@ def _requests() -> list[tuple[str, bool]]:
 
 def test_calls_wait_for_the_owner_to_load(x: Tensor) -> None:
     rm = RemoteModule(f"{OWNER}/cpu", Scale, module_interface_cls=DeferredCallInterface)
-    # The construction returned before the owner's reply; once it is taken, the owner is
-    # still loading.
+    # The construction returned before the owner's reply, with the owner's load asked beside
+    # the creation (not once the reply says the owner lacks it); once the reply is taken, the
+    # owner is still loading.
     assert rm._rm_record.creation is not None
+    assert rm._rm_record.pending is not None
     assert rm.module_rref is not None
     assert rm._rm_record.creation is None and rm._rm_record.pending is not None
     assert not _owner_ready(rm)

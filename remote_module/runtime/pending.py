@@ -11,10 +11,11 @@ and ``pending`` fields, set and cleared only here.
   came, against the RemoteModule's timeout from the construction; a failed or late creation
   is raised by the operation that looks, and by every later one, named as the constructor
   would have named it (a late reply's RRef is still received and then released).
-- ``pending``: the owner's load of the generated module, asked for once the module exists
-  (see ``owner.create_interface_module``), or by ``init_from_module_rref`` with an interface;
-  calls, ``torch.jit.script`` and sending over RPC wait for it: they reach the owner's
-  compiled remote functions.
+- ``pending``: the owner's load of the generated module, asked for beside the creation unless
+  this process knows the owner has it (:func:`owner_has`), else once the creation's reply says
+  the owner lacks it (see ``owner.create_interface_module``), or by ``init_from_module_rref``
+  with an interface; calls, ``torch.jit.script`` and sending over RPC wait for it: they reach
+  the owner's compiled remote functions.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ from remote_module.runtime.errors import CreationFailure, creation_error, failur
 from remote_module.runtime.record import Record
 from remote_module.runtime.replies import wait_returning_rrefs
 
-__all__ = ["Creation", "ask_owner_to_load", "created", "module_rref", "wait_for_owner"]
+__all__ = [
+    "Creation",
+    "ask_owner_to_load",
+    "created",
+    "module_rref",
+    "owner_has",
+    "wait_for_owner",
+]
 
 
 class Creation:
@@ -101,7 +109,9 @@ def _settle(remote_module: Any, record: Record, creation: Creation) -> BaseExcep
         return creation_error(reply, creation.creator, remote_module.on)
     rref, generated_ready = reply
     remote_module.__dict__["module_rref"] = rref
-    if not generated_ready:
+    if generated_ready:
+        _note_owner_has(remote_module)
+    elif record.pending is None:
         # The owner loads and compiles the generated module meanwhile; what reaches its
         # remote functions waits for that (wait_for_owner). Asked before the creation is
         # marked taken: a thread that finds it taken finds this request too.
@@ -153,3 +163,33 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
         ask_owner_to_load(remote_module)
         raise failed from error
     record.pending = None
+    _note_owner_has(remote_module)
+
+
+def owner_has(on: str | int, module_name: str, wire: bool) -> bool:
+    """Whether this process knows that the worker ``on`` has ``module_name`` loaded and
+    compiled (its wire twins too with ``wire``): a creation's reply or a load said so, in the
+    current RPC group. Constructions ask, to send the owner's load beside the creation only
+    where it may be needed."""
+    agent = rpc._get_current_rpc_agent()
+    if _owners_of[0] is not agent:
+        _owners_have.clear()
+        _owners_of[0] = agent
+    return (on, module_name, wire) in _owners_have
+
+
+def _note_owner_has(remote_module: Any) -> None:
+    # Only ever a shortcut: where it is wrong, the creation's reply says the owner lacks the
+    # module, and the load is asked then.
+    known = (
+        remote_module.on,
+        remote_module._rm_record.module_name,
+        remote_module.wire_dtype is not None,
+    )
+    if not owner_has(*known):
+        _owners_have.add(known)
+
+
+# (owner, module name, wire) loaded there, as known in the RPC group of the agent below
+_owners_have: set[tuple[str | int, str, bool]] = set()
+_owners_of: list[Any] = [None]
