@@ -111,9 +111,8 @@ def call_async(
 
 
 def take_creation(remote_module: Any) -> None:
-    """Take a construction's reply where one is in flight (``pending.created``). pending, and
-    the replies it waits for, load with the first construction that has one (an interface's),
-    not with the package."""
+    """Take a construction's reply where one is in flight (``pending.created``; pending loads
+    with the first construction that leaves one, an interface's, not with the package)."""
     if remote_module._rm_record.creation is not None:
         from remote_module.runtime import pending
 
@@ -176,6 +175,16 @@ _call_eagerly = _untraced(call)
 _call_async_eagerly = _untraced(call_async)
 
 
+def _check_arguments(method: str, args: tuple[Any, ...], hints: Sequence[tuple[Any, ...]]) -> None:
+    """``values.check_arguments``, loaded with the first call that checks (an interface's):
+    this name is rebound to it then, so later calls pay no import statement (0.6 us each)."""
+    global _check_arguments
+    from remote_module.runtime.values import check_arguments
+
+    _check_arguments = check_arguments
+    check_arguments(method, args, hints)
+
+
 def _from_wire(reply: tuple[Any, list[torch.Tensor]]) -> Any:
     from remote_module.runtime import values
 
@@ -233,10 +242,8 @@ def _send(
     ``standby.counted``): the module's RRef in a scriptable family (whose remote functions
     take it), else as any eager call (its key). ``at``: the seat it goes to. ``ticket``: the
     owner counts the call for ``checkpoint_every`` (``standby.counted`` runs it there)."""
-    if hints is not None:  # an interface's: the checks load with its first call
-        from remote_module.runtime.values import check_arguments
-
-        check_arguments(method, args, hints)
+    if hints is not None:
+        _check_arguments(method, args, hints)
     record: Record = remote_module._rm_record
     if record.pending is not None:  # the owner still loads (the creation: taken in _start)
         from remote_module.runtime import pending

@@ -132,9 +132,11 @@ count_call.__annotations__ = {"identity": str, "return": None}
 
 def __getattr__(name: str) -> Any:
     # The walker for values of no known type loads with its first use (a module off the CPU,
-    # a union in Python), not with every program (0.1 ms of the package's import).
+    # a union in Python), not with every program (0.1 ms of the package's import); kept here
+    # then, since an eager remote function off the CPU reads it on every call.
     if name == "move_to_device":
         from remote_module.runtime.values import move_to_device
 
+        globals()[name] = move_to_device
         return move_to_device
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
