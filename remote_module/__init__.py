@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 # first call (the first-construction-and-call figure: 1.39x its floor while the runtime was
 # lazy, 0.98x eager; with only this generated module lazy, 1.54x, for an import 0.4 ms less).
 from remote_module import _generated  # noqa: F401
-from remote_module._version import __version__
+from remote_module._contract import __version__
 from remote_module.runtime.errors import OwnerFailover
 from remote_module.runtime.module import RemoteModule
 

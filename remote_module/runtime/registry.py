@@ -21,8 +21,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from remote_module._contract import StaleGeneratedModuleWarning
-from remote_module._version import __version__
+from remote_module._contract import StaleGeneratedModuleWarning, __version__
 
 if TYPE_CHECKING:
     from remote_module.codegen.model import Interface
