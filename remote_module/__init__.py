@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 # lazy, 0.98x eager; with only this generated module lazy, 1.54x, for an import 0.4 ms less).
 from remote_module import _generated  # noqa: F401
 from remote_module._contract import __version__
-from remote_module.runtime.errors import OwnerFailover
 from remote_module.runtime.module import RemoteModule
 
 if TYPE_CHECKING:
     from remote_module._interface import interface
+    from remote_module.runtime.errors import OwnerFailover
     from remote_module.runtime.remote_device import RemoteDevice, parse_remote_device
     from remote_module.runtime.values import set_type_checking, type_checking
 
@@ -39,6 +39,10 @@ def __getattr__(name: str) -> Any:
     # declares an interface (0.2 ms of the import), the parser where one parses a remote
     # device itself (its NamedTuple class, 0.1 ms), the type checks' switch with the walkers
     # and checks it switches (0.1 ms).
+    if name == "OwnerFailover":
+        from remote_module.runtime.errors import OwnerFailover
+
+        return OwnerFailover
     if name == "interface":
         from remote_module._interface import interface
 

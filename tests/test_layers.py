@@ -194,8 +194,8 @@ def test_importing_remote_module_loads_only_what_a_first_construction_and_call_n
     # the wire layer loads with the first RemoteModule sent, what waits for a construction's
     # reply with the first construction that leaves one in flight (an interface's), the
     # generator's door with the first interface, the walkers and type checks with the first
-    # call that needs them, the public remote-device parser with its first use (the import
-    # figure, benchmarks/).
+    # call that needs them, the public remote-device parser with its first use, the errors
+    # with the first failure or owner-side operation (the import figure, benchmarks/).
     unwanted = {
         "torch._dynamo",
         "remote_module._torchscript",
@@ -207,6 +207,7 @@ def test_importing_remote_module_loads_only_what_a_first_construction_and_call_n
         "remote_module.runtime.generator",
         "remote_module.runtime.values",
         "remote_module.runtime.remote_device",
+        "remote_module.runtime.errors",
     }
     probe = (
         "import sys, torch\n"
@@ -220,12 +221,14 @@ def test_importing_remote_module_loads_only_what_a_first_construction_and_call_n
         "assert interface is remote_module.interface is decorator\n"
         "assert 'interface' in dir(remote_module)\n"
         # and so are the names that load with their first use
-        "from remote_module import RemoteDevice, parse_remote_device, set_type_checking\n"
-        "from remote_module.runtime import contract, remote_device, values\n"
+        "from remote_module import OwnerFailover, RemoteDevice, parse_remote_device\n"
+        "from remote_module import set_type_checking\n"
+        "from remote_module.runtime import contract, errors, remote_device, values\n"
+        "assert OwnerFailover is errors.OwnerFailover\n"
         "assert parse_remote_device is remote_device.parse_remote_device\n"
         "assert RemoteDevice is remote_device.RemoteDevice\n"
         "assert set_type_checking is values.set_type_checking\n"
         "assert contract.move_to_device is values.move_to_device\n"
-        "assert {'RemoteDevice', 'type_checking'} <= set(dir(remote_module))\n"
+        "assert {'OwnerFailover', 'RemoteDevice', 'type_checking'} <= set(dir(remote_module))\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)

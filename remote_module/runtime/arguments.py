@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed.rpc as rpc
 
-from remote_module.runtime.errors import UnknownWorkerError
-
 if TYPE_CHECKING:
     from remote_module.runtime.module import RemoteModule
 
@@ -154,10 +152,14 @@ def _worker_info(agent: Any, on: str | int) -> Any:
         try:
             return agent.get_worker_info(on)
         except (RuntimeError, TypeError) as error:
+            from remote_module.runtime.errors import UnknownWorkerError  # on a failure only
+
             raise UnknownWorkerError(
                 f"RemoteModule: no RPC worker named {on!r} ({error})"
             ) from None
     for info in agent.get_worker_infos():
         if info.id == on:
             return info
+    from remote_module.runtime.errors import UnknownWorkerError
+
     raise UnknownWorkerError(f"RemoteModule: no RPC worker has rank {on}")

@@ -28,7 +28,6 @@ from torch import nn
 from remote_module import _contract
 from remote_module.runtime import arguments, owner, registry
 from remote_module.runtime.arguments import is_device_map_set, target
-from remote_module.runtime.errors import failure
 from remote_module.runtime.record import Record
 
 if TYPE_CHECKING:
@@ -220,6 +219,8 @@ def construct(
                 timeout=0,
             )
         except RuntimeError as error:
+            from remote_module.runtime.errors import failure  # on a failure only
+
             raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
         generated = registry.non_scriptable_module()
         record = new_record(generated)
@@ -261,6 +262,8 @@ def construct(
                 placement.on, owner.ensure_generated_module, loading_request, timeout=seconds
             )
     except RuntimeError as error:
+        from remote_module.runtime.errors import failure  # on a failure only
+
         raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
 
     arrivals = replies.watch(future)  # the reply is judged by when it came, not when looked at
@@ -310,6 +313,8 @@ def from_module_rref(
         )
     except RuntimeError as error:
         what = "RemoteModule.init_from_module_rref"
+        from remote_module.runtime.errors import failure  # on a failure only
+
         raise failure(error, what, module_rref.owner_name()) from error
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
     record = Record(generated)

@@ -35,7 +35,7 @@ import itertools
 import sys
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 import torch.distributed.rpc as rpc
@@ -44,12 +44,10 @@ from torch.futures import Future
 
 from remote_module import _contract
 from remote_module.runtime import registry
-from remote_module.runtime.errors import (
-    CreationFailure,
-    creation_error,
-    creation_failure,
-)
 from remote_module.runtime.record import Record
+
+if TYPE_CHECKING:
+    from remote_module.runtime.errors import CreationFailure
 
 __all__ = [
     "FirstReply",
@@ -69,7 +67,7 @@ __all__ = [
 # The reply to a RemoteModule's first eager call: the method's result and the module's key in
 # the table (None when it has none), or why the module could not be created. A plain tuple:
 # a NamedTuple's class travels by name and costs tens of microseconds more to pickle cold.
-FirstReply = tuple[Any, int | None] | CreationFailure
+FirstReply: TypeAlias = "tuple[Any, int | None] | CreationFailure"
 
 # --- The owner's table ---------------------------------------------------------------------
 
@@ -91,6 +89,8 @@ def first_call(
     try:
         module = module_rref.local_value()
     except Exception as error:  # the creation failed; the RRef holds its remote error
+        from remote_module.runtime.errors import creation_failure
+
         return creation_failure(error)
     key = _register(module)
     reference: Any = module_rref if key is None else key
@@ -175,7 +175,9 @@ def settle_first_call(record: Record, module_rref: Any, reply: FirstReply, owner
     """Keep the key the owner filed the module under (or its RRef, where it has none) for the
     RemoteModule's later calls, and give back the call's result; where the module could not
     be created, raise that error once, named."""
-    if isinstance(reply, CreationFailure):
+    if not isinstance(reply, tuple):  # a CreationFailure
+        from remote_module.runtime.errors import creation_error
+
         raise creation_error(reply, record.creator, owner)
     result, key = reply
     record.reference = module_rref if key is None else key

@@ -20,7 +20,6 @@ from torch.nn.parameter import Parameter
 
 from remote_module._contract import COUNTING
 from remote_module.runtime import calls, construction, owner, refused
-from remote_module.runtime.errors import RemoteFailure, reporting
 from remote_module.runtime.record import Record
 
 __all__ = ["RemoteModule"]
@@ -313,6 +312,8 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the owner; what it raises there comes back as data and is raised
         here once, named (torch would print it there and put its traceback in the text)."""
+        from remote_module.runtime.errors import RemoteFailure, reporting  # with the first one
+
         calls.take_creation(self)  # a failed creation raises as it is named
         at = self._rm_record.seat()
         try:

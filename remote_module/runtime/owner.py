@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed.rpc as rpc
@@ -19,7 +19,9 @@ from torch.nn.parameter import Parameter
 
 from remote_module import _contract
 from remote_module.runtime import registry
-from remote_module.runtime.errors import CreationFailure
+
+if TYPE_CHECKING:
+    from remote_module.runtime.errors import CreationFailure
 
 __all__ = [
     "Created",
@@ -88,6 +90,8 @@ def create_interface_module(
         else:  # a Protocol interface, or TorchScript disabled (PYTORCH_JIT=0): a plain module
             module_rref = rpc.RRef(module)
     except Exception as error:
+        from remote_module.runtime.errors import CreationFailure  # once something failed
+
         return CreationFailure(type(error).__name__, str(error))
     return module_rref, registry.is_ready(module_name, wire)
 
