@@ -19,7 +19,7 @@ import torch.distributed.rpc as rpc
 from torch import Tensor, nn
 
 from remote_module import RemoteModule
-from remote_module._generated import non_scriptable
+from remote_module import _non_scriptable as non_scriptable
 from remote_module.runtime import calls, contract
 from tests.scorer.model import Scorer, ScorerProtocol
 from tests.support import key_table_helpers as helpers

@@ -6,8 +6,8 @@
 Writes one module per interface (its remote methods and its typed ``Remote<Interface>``
 class) and an ``__init__.py`` that imports them all and exports the typed classes (importing
 the package registers every module with the runtime). The module for RemoteModules without an
-interface ships with remote_module (``remote_module._generated.non_scriptable``, written by
-this CLI with ``--non-scriptable``); a user package needs none, and one left there by an older
+interface ships with remote_module (``remote_module._non_scriptable``, written by this CLI
+with ``--non-scriptable``); a user package needs none, and one left there by an older
 version is stale and never imported. Files are rewritten only when their bytes change;
 ``--check`` does the same comparison without writing.
 """

@@ -42,8 +42,10 @@ __all__ = [
     "scriptable_module_name",
 ]
 
+# The prefix of modules rendered in memory: a name only, no package on disk (a generated
+# module, once in sys.modules, is found by its full name; its parent is never imported).
 IN_MEMORY_PACKAGE = "remote_module._generated"
-NON_SCRIPTABLE_MODULE = f"{IN_MEMORY_PACKAGE}.non_scriptable"
+NON_SCRIPTABLE_MODULE = "remote_module._non_scriptable"
 _RENDERED_PREFIX = "<remote_module generated "
 
 
