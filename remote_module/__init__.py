@@ -38,7 +38,8 @@ def __getattr__(name: str) -> Any:
     # Each loads with its first use, not with the package: the decorator where a program
     # declares an interface (0.2 ms of the import), the parser where one parses a remote
     # device itself (its NamedTuple class, 0.1 ms), the type checks' switch with the walkers
-    # and checks it switches (0.1 ms).
+    # and checks it switches (0.1 ms), OwnerFailover with the errors, which load with a first
+    # failure or owner-side operation (0.2 ms).
     if name == "OwnerFailover":
         from remote_module.runtime.errors import OwnerFailover
 
