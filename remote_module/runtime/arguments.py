@@ -152,14 +152,12 @@ def _worker_info(agent: Any, on: str | int) -> Any:
         try:
             return agent.get_worker_info(on)
         except (RuntimeError, TypeError) as error:
-            from remote_module.runtime.errors import UnknownWorkerError  # on a failure only
+            unknown = f"no RPC worker named {on!r} ({error})"
+    else:
+        for info in agent.get_worker_infos():
+            if info.id == on:
+                return info
+        unknown = f"no RPC worker has rank {on}"
+    from remote_module.runtime.errors import UnknownWorkerError  # on a failure only
 
-            raise UnknownWorkerError(
-                f"RemoteModule: no RPC worker named {on!r} ({error})"
-            ) from None
-    for info in agent.get_worker_infos():
-        if info.id == on:
-            return info
-    from remote_module.runtime.errors import UnknownWorkerError
-
-    raise UnknownWorkerError(f"RemoteModule: no RPC worker has rank {on}")
+    raise UnknownWorkerError(f"RemoteModule: {unknown}") from None
