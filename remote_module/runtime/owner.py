@@ -77,12 +77,15 @@ def create_interface_module(
     not, the caller has it loaded by a second request while it goes on, and holds its first
     call until that is done (``pending.wait_for_owner``)."""
     scripted = registry.is_script_interface(interface_cls)
+    if scripted:  # the first scripting loads it
+        from remote_module import _torchscript
+
+        _torchscript.warm_executor()  # its calls will run TorchScript here: begin its set-up
     try:
         module = create_module(module_cls, args, kwargs, device)
         if scripted and not isinstance(module, torch.jit.ScriptModule):
-            from remote_module._torchscript import script_module  # the first scripting loads it
-
-            module = script_module(module, f"scripting {type(module).__qualname__} on its owner")
+            what = f"scripting {type(module).__qualname__} on its owner"
+            module = _torchscript.script_module(module, what)
         module_rref: rpc.RRef[Any]
         if scripted and isinstance(module, torch.jit.ScriptModule):
             # Typed as the interface: TorchScript checks the module matches it here.
