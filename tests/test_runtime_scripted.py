@@ -78,10 +78,12 @@ def test_scripted_every_method_matches_python(
 
 
 def test_an_owner_warms_torchscripts_executor_once(scaled_rm: RemoteModule, x: Tensor) -> None:
-    # Its first scripted module started the warm-up; the calls' results are unchanged by it.
+    # Its first scripted module started the warm-up; a second one starts no other, and its
+    # first call (which may run while a warm-up does, elsewhere) gives what the module does.
     scaled_rm.get_module_rref()  # the creation has run on worker1
     assert rpc.rpc_sync("worker1", helpers.warm_executor_finished, (60.0,)) == [True]
-    RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)(x, 2.0)
+    another = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
+    torch.testing.assert_close(another(x, 2.0), local_scaled(another)(x, 2.0))
     assert rpc.rpc_sync("worker1", helpers.warm_executor_finished, (60.0,)) == [True]
 
 
