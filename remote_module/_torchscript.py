@@ -377,18 +377,18 @@ _getattribute = torch.nn.Module.__getattribute__
 
 
 # --- The first run on an owner ---------------------------------------------------------------
-# The first run of a graph with an op outside the profiling executor's own list (linear,
-# embedding, the norms: most modules) compiles torch's autodiff formulas, ~25 ms once per
-# process, the GIL released. Begun as an owner creates its first scripted module, that is done
-# before its first call, or sooner (benchmarks/README, the construction figure).
+# A graph with an op outside the profiling executor's own list (linear, embedding, the norms)
+# compiles torch's autodiff formulas on its first run: ~25 ms once per process, GIL released,
+# begun here with an owner's first scripted module (benchmarks/README, construction figure).
 _WARM_SOURCE = "def warm(x: Tensor, w: Tensor) -> Tensor:\n    return torch._C._nn.linear(x, w)\n"
+_warm_lock = threading.Lock()
 _warming: list[threading.Thread] = []  # the one warming thread, once started
 
 
 def warm_executor() -> None:
     """Start, once per process, the first run of a small graph with ``linear`` in a thread (not
     a daemon: an exit waits for it rather than cut it off in torch's code)."""
-    with _classes_lock:
+    with _warm_lock:
         if _warming or not torch.jit._state._enabled:
             return
         _warming.append(threading.Thread(target=_warm, name="remote_module-warm-executor"))
