@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from torch import nn
 
-__all__ = ["UNSUPPORTED_METHODS", "RemoteModuleType", "install", "leaf", "raise_not_supported"]
+__all__ = [
+    "UNSUPPORTED_METHODS",
+    "Refused",
+    "RemoteModuleType",
+    "install",
+    "leaf",
+    "raise_not_supported",
+]
 
 _NOT_SUPPORTED = "Method ``{}`` not supported for RemoteModule"
 
@@ -50,6 +57,7 @@ class RemoteModuleType(type):
                     name
                     for name, value in vars(klass).items()
                     if not (nn.Module in klass.__bases__ and _hidden(name))
+                    and not isinstance(value, Refused)
                     and not getattr(value, "_rm_unsupported", False)
                 )
             cached = _class_dirs[cls] = (version, sorted(names))
@@ -82,11 +90,31 @@ _class_dirs: weakref.WeakKeyDictionary[type, tuple[tuple[int, ...], list[str]]] 
 )
 
 
+# One slotted object per refused name: a function per name, with its closure and the attribute
+# that kept it out of dir(), was 150 objects of the import, crossing a garbage collection there.
+class Refused:
+    """Not supported for RemoteModule: raises ``ValueError``."""
+
+    __slots__ = ("__name__",)
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> Refused:
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise_not_supported(self.__name__)
+
+    def __repr__(self) -> str:
+        return f"<refused method {self.__name__} of RemoteModule>"
+
+
 def install(cls: type[nn.Module]) -> None:
-    """Give ``cls`` (RemoteModule) a refusing method for each of :data:`UNSUPPORTED_METHODS`;
+    """Give ``cls`` (RemoteModule) a :class:`Refused` for each of :data:`UNSUPPORTED_METHODS`;
     its own ``parameters`` (which names ``remote_parameters``) is left out of ``dir()`` too."""
     for name in UNSUPPORTED_METHODS:
-        setattr(cls, name, _unsupported(name))
+        setattr(cls, name, Refused(name))
     cls.parameters._rm_unsupported = True  # type: ignore[attr-defined]
 
 
@@ -102,13 +130,3 @@ def leaf(
         if remove_duplicate:
             memo.add(module)
         yield prefix, module
-
-
-def _unsupported(name: str) -> Callable[..., Any]:
-    def method(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        raise_not_supported(name)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = "Not supported for RemoteModule: raises ``ValueError``."
-    method._rm_unsupported = True  # type: ignore[attr-defined]  # left out of dir()
-    return method
