@@ -32,6 +32,7 @@ __all__ = [
     "KEYED_SUFFIX",
     "MODULE_GLOBALS",
     "MOVES_TENSORS",
+    "NON_SCRIPTABLE_MODULE",
     "PREFIX_SCRIPT_TYPES",
     "REMOTE_FUNCTIONS",
     "REMOTE_PREFIX",
@@ -49,6 +50,8 @@ __all__ = [
 # that rendered it, and the runtime uses the module only while the two match. Here, not in a
 # file of its own: each module loaded with ``import remote_module`` costs ~57 us.
 __version__ = "0.2.2"
+# remote_module's own generated module for RemoteModules without an interface (build time).
+NON_SCRIPTABLE_MODULE = "remote_module._non_scriptable"
 
 # --- The call prefix -------------------------------------------------------------------------
 

@@ -280,6 +280,57 @@ def test_an_old_non_scriptable_module_left_in_a_package_does_no_harm(
     assert run.stdout == "ok\n"
 
 
+def test_a_registered_non_scriptable_module_serves_remote_modules_without_an_interface(
+    tmp_path: Path,
+) -> None:
+    """The registry loads with the first interface or build-time module, not with the package:
+    until then RemoteModules without an interface use the module remote_module ships; once a
+    ``--non-scriptable`` build registers itself, they use that one."""
+    run = _run(["--non-scriptable", "--output-dir", str(tmp_path / "gen_own")])
+    assert run.returncode == 0, run.stderr
+    probe = textwrap.dedent(
+        """
+        import sys
+        import torch
+        import torch.distributed.rpc as rpc
+        from torch import nn
+        from remote_module import RemoteModule
+        from remote_module._process import free_port
+
+        REGISTRY = "remote_module.runtime.registry"
+        options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{free_port()}")
+        rpc.init_rpc("worker0", rank=0, world_size=1, rpc_backend_options=options)
+        try:
+            x = torch.ones(1, 3)
+            shipped = RemoteModule("worker0/cpu", nn.Linear, (3, 2))
+            assert shipped(x).shape == (1, 2)
+            assert REGISTRY not in sys.modules, "the registry loaded with the package"
+            assert shipped.forward.__module__ == "remote_module._non_scriptable"
+            import gen_own.non_scriptable
+
+            assert REGISTRY in sys.modules
+            own = RemoteModule("worker0/cpu", nn.Linear, (3, 2))
+            assert own.forward.__module__ == "gen_own.non_scriptable", own.forward.__module__
+            local = nn.Linear(3, 2)
+            own.load_remote_state_dict(local.state_dict())
+            assert torch.equal(own(x), local(x))
+        finally:
+            rpc.shutdown()
+        print("ok")
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": _python_path(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "ok\n"
+
+
 # Bad input: exit 2, one line on stderr naming the problem, no traceback. Every case runs
 # through ``main()`` in this process; the ones marked ``True`` also as a real subprocess (each
 # subprocess pays for importing torch, so not all of them).

@@ -1,14 +1,15 @@
 """The constructor's arguments, read and checked once for every way in (``RemoteModule(...)``,
 ``init_from_module_rref``, the typed ``Remote<Interface>`` classes): each rule and its
 message in one place. For ``remote_device``: the owner and device a construction reads of it
-(:func:`target`), whether RPC has a device map to that worker, and its ``WorkerInfo``; the
-public parser, ``parse_remote_device``, is ``remote_module.runtime.remote_device``, loaded on
-first use."""
+(:func:`target`), whether RPC has a device map to that worker, its ``WorkerInfo``, and the
+warning where it names another worker than a given RRef's owner; the public parser,
+``parse_remote_device``, is ``remote_module.runtime.remote_device``, loaded on first use."""
 
 from __future__ import annotations
 
 import functools
 import numbers
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "is_device_map_set",
     "pick_interface",
     "target",
+    "warn_owner_differs",
     "worker_info",
 ]
 
@@ -161,3 +163,22 @@ def _worker_info(agent: Any, on: str | int) -> Any:
     from remote_module.runtime.errors import UnknownWorkerError  # on a failure only
 
     raise UnknownWorkerError(f"RemoteModule: {unknown}") from None
+
+
+# (remote_device, the RRef's owner) pairs already warned of
+_warned_owners: set[tuple[str, str]] = set()
+
+
+def warn_owner_differs(remote_device: str, owner_name: str) -> None:
+    """Upstream's own test passes another worker's name; its calls reach the RRef's owner
+    anyway. Said once per remote device and owner."""
+    if (remote_device, owner_name) in _warned_owners:
+        return
+    _warned_owners.add((remote_device, owner_name))
+    warnings.warn(
+        f"RemoteModule.init_from_module_rref: remote_device {remote_device!r} names another "
+        f"worker than the RRef's owner {owner_name!r}; it is not used: calls go to "
+        f"{owner_name!r}, which `on` and repr() name",
+        UserWarning,
+        stacklevel=5,  # the caller of init_from_module_rref
+    )

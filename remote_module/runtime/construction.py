@@ -15,9 +15,10 @@ generated methods and the RemoteModule's record (``remote_module.runtime.record`
 
 from __future__ import annotations
 
+import importlib
+import sys
 import time
 import types
-import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,7 +27,7 @@ import torch.distributed.rpc as rpc
 from torch import nn
 
 from remote_module import _contract
-from remote_module.runtime import arguments, owner, registry
+from remote_module.runtime import arguments, owner
 from remote_module.runtime.arguments import is_device_map_set, target
 from remote_module.runtime.record import Record
 
@@ -222,7 +223,7 @@ def construct(
             from remote_module.runtime.errors import failure  # on a failure only
 
             raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
-        generated = registry.non_scriptable_module()
+        generated = _without_interface()
         record = new_record(generated)
         initialise(
             remote_module,
@@ -239,11 +240,12 @@ def construct(
     # scripts) the module while this side sets itself up and returns; the first operation
     # that needs the module takes the reply (runtime.pending).
     started = time.monotonic()
+    # these load with the first construction that leaves a reply in flight (an interface's)
+    from remote_module.runtime import pending, registry, replies
+
     module_name = registry.scriptable_module_name(interface_cls, move_tensors)
     wired = wire_dtype is not None
     creation = (module_cls, args, kwargs, placement.device, interface_cls, module_name, wired)
-    # pending and replies load with the first construction that leaves a reply in flight
-    from remote_module.runtime import pending, replies
 
     load = None
     try:
@@ -297,11 +299,13 @@ def from_module_rref(
     seconds = arguments.check_timeout(timeout)
     wire_dtype = arguments.check_wire_dtype(wire_dtype)
     if interface_cls is None:
-        generated = registry.non_scriptable_module()
+        generated = _without_interface()
         initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype)
         return remote_module
     # The owner may never have compiled this interface's remote functions: asked, not awaited
     # (what reaches them waits for it, as after a first construction: runtime.pending).
+    from remote_module.runtime import registry
+
     module_name = registry.scriptable_module_name(interface_cls, move_tensors)
     wired = wire_dtype is not None
     try:
@@ -371,26 +375,22 @@ def _placement(
     if module_rref is not None:
         owner_name = str(module_rref.owner_name())
         if on not in (owner_name, module_rref.owner().id):
-            _warn_owner_differs(remote_device, owner_name)
+            arguments.warn_owner_differs(remote_device, owner_name)
         on = owner_name
-    scriptable = interface_cls is not None and registry.is_script_interface(interface_cls)
+    scriptable = interface_cls is not None and _is_script_interface(interface_cls)
     return Placement(on, device, is_device_map_set(on), scriptable), off_cpu
 
 
-# (remote_device, the RRef's owner) pairs already warned of
-_warned_owners: set[tuple[str, str]] = set()
+def _is_script_interface(interface_cls: Any) -> bool:
+    from remote_module.runtime import registry  # with the first interface
+
+    return registry.is_script_interface(interface_cls)
 
 
-def _warn_owner_differs(remote_device: str, owner_name: str) -> None:
-    """Upstream's own test passes another worker's name; its calls reach the RRef's owner
-    anyway. Said once per remote device and owner."""
-    if (remote_device, owner_name) in _warned_owners:
-        return
-    _warned_owners.add((remote_device, owner_name))
-    warnings.warn(
-        f"RemoteModule.init_from_module_rref: remote_device {remote_device!r} names another "
-        f"worker than the RRef's owner {owner_name!r}; it is not used: calls go to "
-        f"{owner_name!r}, which `on` and repr() name",
-        UserWarning,
-        stacklevel=5,  # the caller of init_from_module_rref
-    )
+def _without_interface() -> types.ModuleType:
+    # The registry loads with the first interface or build-time module (130 objects, 0.15 ms
+    # of the import): until then no module of a user's has registered (contract.register).
+    registry = sys.modules.get("remote_module.runtime.registry")
+    if registry is None:
+        return importlib.import_module(_contract.NON_SCRIPTABLE_MODULE)
+    return registry.non_scriptable_module()

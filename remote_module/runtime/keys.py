@@ -43,7 +43,6 @@ from torch import nn
 from torch.futures import Future
 
 from remote_module import _contract
-from remote_module.runtime import registry
 from remote_module.runtime.record import Record
 
 if TYPE_CHECKING:
@@ -128,6 +127,8 @@ def file_keyed(
 ) -> tuple[int, rpc.RRef[Keeper]]:
     """File the module behind ``module_rref`` for the keyed remote functions of
     ``module_name`` (compiled here first): its key, and the keeper that holds it there."""
+    from remote_module.runtime import registry  # with the first interface, not the package
+
     registry.ensure_module(module_name, interface_cls, move_tensors, keyed=True)
     module = module_rref.local_value()
     key = next(_keys)
@@ -212,6 +213,8 @@ def adopt_key(record: Record, module_rref: Any) -> int | None:
         return None  # not asked yet, or no reply yet
     # Threads adopting the same reply at once set the same values; the request is forgotten
     # last, so that none of them asks again meanwhile.
+    from remote_module.runtime import registry
+
     try:
         key, keeper = filing.wait()
         registry.compile_remote_functions(record.generated, keyed=True)

@@ -18,7 +18,6 @@ from torch import nn
 from torch.nn.parameter import Parameter
 
 from remote_module import _contract
-from remote_module.runtime import registry
 
 if TYPE_CHECKING:
     from remote_module.runtime.errors import CreationFailure
@@ -76,6 +75,8 @@ def create_interface_module(
     as long again as creating a small module. The reply says whether it is ready; where it is
     not, the caller has it loaded by a second request while it goes on, and holds its first
     call until that is done (``pending.wait_for_owner``)."""
+    from remote_module.runtime import registry  # with the first interface, not the package
+
     scripted = registry.is_script_interface(interface_cls)
     if scripted:  # the first scripting loads it
         from remote_module import _torchscript
@@ -103,6 +104,8 @@ def ensure_generated_module(
     module_name: str, interface_cls: Any, move_tensors: bool, wire: bool = False
 ) -> None:
     """Make sure the owner can run the remote functions of ``module_name``."""
+    from remote_module.runtime import registry
+
     registry.ensure_module(module_name, interface_cls, move_tensors, wire)
 
 
@@ -142,6 +145,8 @@ _keeps_named_tuples: dict[Callable[..., Any], bool] = {}
 
 
 def _is_script_family(remote_fn: Callable[..., Any]) -> bool:
+    from remote_module.runtime import registry
+
     module = sys.modules.get(getattr(remote_fn, "__module__", ""))
     interface_cls = getattr(module, _contract.INTERFACE_CLASS, None)
     return interface_cls is not None and registry.is_script_interface(interface_cls)

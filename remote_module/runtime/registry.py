@@ -5,6 +5,10 @@ A module written by ``remote-module-codegen`` registers itself when imported. Th
 the templates are rendered in memory under a name derived from everything that changes the
 output (interface fingerprint, generator version, the device-movement flag), so the caller and
 the owner compile the same TorchScript functions under the same qualified names.
+
+It loads with the first interface or build-time module, not with the package: until then no
+module of a user's has registered, and RemoteModules without an interface use remote_module's
+own (``contract.register``, ``construction``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from remote_module._contract import StaleGeneratedModuleWarning, __version__
+from remote_module._contract import (
+    NON_SCRIPTABLE_MODULE,
+    StaleGeneratedModuleWarning,
+    __version__,
+)
 
 if TYPE_CHECKING:
     from remote_module.codegen.model import Interface
@@ -45,7 +53,6 @@ __all__ = [
 # The prefix of modules rendered in memory: a name only, no package on disk (a generated
 # module, once in sys.modules, is found by its full name; its parent is never imported).
 IN_MEMORY_PACKAGE = "remote_module._generated"
-NON_SCRIPTABLE_MODULE = "remote_module._non_scriptable"
 _RENDERED_PREFIX = "<remote_module generated "
 
 
