@@ -7,6 +7,7 @@ lists what a RemoteModule has); a parent module's traversal (``named_modules``,
 from __future__ import annotations
 
 import inspect
+import types
 import weakref
 from collections.abc import Iterator
 from typing import Any, NoReturn
@@ -100,8 +101,9 @@ class Refused:
     def __init__(self, name: str) -> None:
         self.__name__ = name
 
-    def __get__(self, instance: object, owner: type | None = None) -> Refused:
-        return self
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        # Bound on an instance, as a function is: torch (Dynamo) reads ``__func__``.
+        return self if instance is None else types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise_not_supported(self.__name__)
