@@ -197,7 +197,8 @@ def test_importing_remote_module_loads_only_what_a_first_construction_and_call_n
     # registry and the generator's door with the first interface (or, for the registry, the
     # first build-time module of a user's), the walkers and type checks with the first
     # call that needs them, the public remote-device parser with its first use, the errors
-    # with the first failure or owner-side operation (the import figure, benchmarks/).
+    # with the first failure or owner-side operation, the requests that operation runs on the
+    # owner with the first one (the import figure, benchmarks/).
     unwanted = {
         "torch._dynamo",
         "remote_module._torchscript",
@@ -207,6 +208,7 @@ def test_importing_remote_module_loads_only_what_a_first_construction_and_call_n
         "remote_module.runtime.pending",
         "remote_module.runtime.registry",
         "remote_module.runtime.replies",
+        "remote_module.runtime.requests",
         "remote_module.runtime.generator",
         "remote_module.runtime.values",
         "remote_module.runtime.remote_device",

@@ -14,7 +14,7 @@ import torch.distributed.rpc as rpc
 from torch import Tensor, nn
 
 from remote_module import RemoteModule
-from remote_module.runtime import calls, contract, owner, values
+from remote_module.runtime import calls, contract, values
 from tests.support import wire_helpers
 from tests.support.wire_helpers import Precision, PrecisionInterface, PrecisionProtocol
 
@@ -117,7 +117,7 @@ def test_the_reply_crosses_in_the_wire_dtype(inputs: tuple[Tensor, Tensor, list[
     remote_fn = generated["_remote_forward"]
     reply = rpc.rpc_sync(
         "worker1",
-        owner.call_wired,
+        values.call_wired,
         (rm._rm_record.reference, "cpu", False, remote_fn, torch.float16, carried, *wired),
     )
     (scaled, incremented, doubled, _), carried = reply

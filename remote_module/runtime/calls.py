@@ -21,7 +21,7 @@ import torch.distributed.rpc as rpc
 from torch.futures import Future
 
 from remote_module._contract import CALL_PREFIX
-from remote_module.runtime import keys, owner
+from remote_module.runtime import keys
 from remote_module.runtime.record import Record
 
 try:  # what rpc.rpc_async calls for a TorchScript function, minus its per-call bookkeeping
@@ -135,11 +135,11 @@ def _start(
     take_creation(remote_module)
     wire_dtype = remote_module.wire_dtype
     wired = wire_dtype is not None
-    if wired:  # sent as owner.call_wired, which runs remote_fn there (values.to_wire)
+    if wired:  # sent as values.call_wired, which runs remote_fn there (values.to_wire)
         from remote_module.runtime import values
 
         carried, args, kwargs = values.to_wire(method, wire_dtype, args, hints, kwargs)
-        remote_fn, args, hints = owner.call_wired, (remote_fn, wire_dtype, carried, *args), None
+        remote_fn, args, hints = values.call_wired, (remote_fn, wire_dtype, carried, *args), None
     ticket = remote_module._rm_record.ticket
     return (*_send(remote_module, method, remote_fn, args, hints, kwargs, wired, at, ticket), wired)
 
@@ -238,7 +238,7 @@ def _send(
     """Send the call; returns its future, whether it is the RemoteModule's first eager call
     (whose reply is a ``keys.FirstReply``), and the request to file a scripted module that
     this call sent beside it, if any. ``wired``: ``remote_fn`` is a Python function that
-    takes the call prefix as the family's remote functions do (``owner.call_wired``,
+    takes the call prefix as the family's remote functions do (``values.call_wired``,
     ``standby.counted``): the module's RRef in a scriptable family (whose remote functions
     take it), else as any eager call (its key). ``at``: the seat it goes to. ``ticket``: the
     owner counts the call for ``checkpoint_every`` (``standby.counted`` runs it there)."""

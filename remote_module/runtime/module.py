@@ -19,7 +19,7 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.nn.parameter import Parameter
 
 from remote_module._contract import COUNTING
-from remote_module.runtime import calls, construction, owner, refused
+from remote_module.runtime import calls, construction, refused
 from remote_module.runtime.record import Record
 
 __all__ = ["RemoteModule"]
@@ -153,10 +153,12 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         calls.take_creation(self)  # a failed creation raises as it is named
         at = self._rm_record.seat()
         started = time.monotonic()
+        from remote_module.runtime import requests  # with the first request, not the package
+
         try:
             future = rpc.rpc_async(
                 self.module_rref.owner(),
-                owner.parameter_rrefs,
+                requests.parameter_rrefs,
                 (self.module_rref, recurse),
                 timeout=0,
             )
@@ -174,17 +176,20 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
 
     def remote_state_dict(self) -> dict[str, torch.Tensor]:
         """The owner's ``state_dict()``, its tensors on this side's CPU."""
-        return self._on_owner("remote_state_dict", owner.state_dict, self.module_rref)
+        from remote_module.runtime import requests
+
+        return self._on_owner("remote_state_dict", requests.state_dict, self.module_rref)
 
     def load_remote_state_dict(
         self, state_dict: dict[str, torch.Tensor], strict: bool = True
     ) -> Any:
         """``load_state_dict`` on the owner; returns its ``(missing_keys, unexpected_keys)``."""
+        from remote_module.runtime import requests
         from remote_module.runtime.values import move_to_device
 
         cpu_state = move_to_device(dict(state_dict), torch.device("cpu"))
         return self._on_owner(
-            "load_remote_state_dict", owner.load_state_dict, self.module_rref, cpu_state, strict
+            "load_remote_state_dict", requests.load_state_dict, self.module_rref, cpu_state, strict
         )
 
     def checkpoint(self) -> int:
@@ -208,7 +213,9 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         """Set training mode on the owner's module and here; returns ``self``."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        self._on_owner("train", owner.train, self.module_rref, mode)
+        from remote_module.runtime import requests
+
+        self._on_owner("train", requests.train, self.module_rref, mode)
         self.training = mode
         return self
 
@@ -332,7 +339,9 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         record = self._rm_record
         if record.type_name is None:
             try:
-                record.type_name = self._on_owner("__repr__", owner.type_name, self.module_rref)
+                from remote_module.runtime import requests
+
+                record.type_name = self._on_owner("__repr__", requests.type_name, self.module_rref)
             except Exception:  # repr() never raises: an owner gone, or its module
                 return "<unreachable>"
         return record.type_name

@@ -1,40 +1,24 @@
-"""What runs on the owner: creating the module, finding it for a call, the Python calls of a
-RemoteModule with a ``wire_dtype`` (:func:`call_wired`), and the requests a RemoteModule sends
-besides its generated methods (parameters, state dicts, training mode, its class name).
+"""What runs on the owner to create a RemoteModule's module: without an interface, and with
+one (scripted for a TorchScript interface), and the owner's load of its generated module.
 
-The key table by which calls find a module here is ``remote_module.runtime.keys``.
+The key table by which calls find a module here is ``remote_module.runtime.keys``; the requests
+a RemoteModule sends besides its generated methods run ``remote_module.runtime.requests``, and
+its calls with a ``wire_dtype`` ``values.call_wired``: each loads with its first use.
 """
 
 from __future__ import annotations
 
-import collections
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed.rpc as rpc
 from torch import nn
-from torch.nn.parameter import Parameter
-
-from remote_module import _contract
 
 if TYPE_CHECKING:
     from remote_module.runtime.errors import CreationFailure
 
-__all__ = [
-    "Created",
-    "call_wired",
-    "create_interface_module",
-    "create_module",
-    "ensure_generated_module",
-    "load_state_dict",
-    "local_module",
-    "parameter_rrefs",
-    "state_dict",
-    "train",
-    "type_name",
-]
+__all__ = ["Created", "create_interface_module", "create_module", "ensure_generated_module"]
 
 
 def create_module(
@@ -107,81 +91,6 @@ def ensure_generated_module(
     from remote_module.runtime import registry
 
     registry.ensure_module(module_name, interface_cls, move_tensors, wire)
-
-
-def call_wired(
-    reference: Any,
-    device: str,
-    is_device_map_set: bool,
-    remote_fn: Callable[..., Any],
-    wire_dtype: torch.dtype,
-    carried: list[torch.Tensor],
-    *args: Any,
-    **kwargs: Any,
-) -> tuple[Any, list[torch.Tensor]]:
-    """A Python call of a RemoteModule with a ``wire_dtype``, sent (``calls``) in place of its
-    remote function and with the same call prefix: the arguments' floating tensors back to
-    the dtypes in ``carried``, ``remote_fn`` run as any call runs it, the result's floating
-    tensors cast to ``wire_dtype`` for the way back; the reply is the result and the dtypes
-    it carries. ``remote_fn`` arrives by name (a generated module's Python function; a
-    scriptable family's runs its compiled module from Python). A scripted module returns
-    NamedTuples in TorchScript's rendering, which cannot be pickled: they go back as plain
-    tuples, which the generated method decodes as it does a TorchScript reply."""
-    from remote_module.runtime import values  # with the first wire_dtype, not every program
-
-    args = values.restore_from_wire(args, carried)
-    if kwargs:
-        kwargs = values.restore_from_wire(kwargs, carried)
-    result = remote_fn(reference, device, is_device_map_set, *args, **kwargs)
-    back: list[torch.Tensor] = []
-    named = _keeps_named_tuples.get(remote_fn)
-    if named is None:
-        named = _keeps_named_tuples.setdefault(remote_fn, not _is_script_family(remote_fn))
-    return values.cast_to_wire(result, wire_dtype, back, named), back
-
-
-# remote function -> whether its results' NamedTuples can cross the wire as they are
-_keeps_named_tuples: dict[Callable[..., Any], bool] = {}
-
-
-def _is_script_family(remote_fn: Callable[..., Any]) -> bool:
-    from remote_module.runtime import registry
-
-    module = sys.modules.get(getattr(remote_fn, "__module__", ""))
-    interface_cls = getattr(module, _contract.INTERFACE_CLASS, None)
-    return interface_cls is not None and registry.is_script_interface(interface_cls)
-
-
-def local_module(module_rref: rpc.RRef) -> nn.Module:
-    """The module an RRef owns here; an interface-typed RRef yields the bare C++ script module,
-    which gets its Python wrapper back (``train``, ``state_dict``, ``parameters``)."""
-    module = module_rref.local_value()
-    if isinstance(module, torch._C.ScriptModule):
-        return torch.jit._recursive.wrap_cpp_module(module)
-    return module
-
-
-def parameter_rrefs(module_rref: rpc.RRef, recurse: bool) -> list[rpc.RRef[Parameter]]:
-    return [rpc.RRef(param) for param in local_module(module_rref).parameters(recurse)]
-
-
-def state_dict(module_rref: rpc.RRef) -> dict[str, torch.Tensor]:
-    state = local_module(module_rref).state_dict()
-    return collections.OrderedDict((key, value.detach().cpu()) for key, value in state.items())
-
-
-def load_state_dict(module_rref: rpc.RRef, state: dict[str, Any], strict: bool) -> Any:
-    result = local_module(module_rref).load_state_dict(state, strict=strict)
-    return (list(result.missing_keys), list(result.unexpected_keys))
-
-
-def train(module_rref: rpc.RRef, mode: bool) -> None:
-    local_module(module_rref).train(mode)
-
-
-def type_name(module_rref: rpc.RRef) -> str:
-    module = local_module(module_rref)
-    return getattr(module, "original_name", None) or type(module).__qualname__
 
 
 def _plain_module_on_cpu(module: nn.Module) -> bool:

@@ -29,7 +29,7 @@ from torch import nn
 from torch.futures import Future
 
 from remote_module._torchscript import script_module
-from remote_module.runtime import keys, owner, registry
+from remote_module.runtime import keys, owner, registry, requests
 from remote_module.runtime.errors import (
     CreationFailure,
     RemoteFailure,
@@ -145,7 +145,7 @@ def counted(
     if type(reference) is int:
         module = keys.module_for(reference)  # an eager module's key (never a scripted one's)
     else:
-        module = owner.local_module(reference)
+        module = requests.local_module(reference)
     _tick(_owned_for(ticket), module)
     return result
 
@@ -169,7 +169,7 @@ def file_counted(
 def counted_elsewhere(module_rref: rpc.RRef[Any], ticket: tuple[Any, ...], calls: int) -> None:
     """``calls`` calls that a scripted holder sent from TorchScript, counted there and told
     here every N-th (``failover.scripted_call``): counted as :func:`counted` counts one."""
-    _tick(_owned_for(ticket), owner.local_module(module_rref), calls)
+    _tick(_owned_for(ticket), requests.local_module(module_rref), calls)
 
 
 def _tick(owned: _Owned, module: Any, calls: int = 1) -> None:
@@ -243,7 +243,7 @@ def cut_checkpoint(module_rref: rpc.RRef[Any], sent: tuple[Any, ...]) -> Future[
         ticket = owned.ticket
         if owned.retired:
             raise RuntimeError("this worker is no longer the owner: fail_over() moved the module")
-        sending = _send(owned, _snapshot(owner.local_module(module_rref)))
+        sending = _send(owned, _snapshot(requests.local_module(module_rref)))
     except Exception as error:
         answer.set_result(_as_failure(error))
         return answer

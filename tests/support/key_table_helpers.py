@@ -7,7 +7,7 @@ import torch
 import torch.distributed.autograd as dist_autograd
 from torch import Tensor, nn
 
-from remote_module.runtime import keys, owner
+from remote_module.runtime import keys, requests
 
 
 def filed(key: int) -> bool:
@@ -61,7 +61,7 @@ def freed(key: int) -> bool:
 def owner_script_grads(module_rref: Any, context_id: int) -> dict[str, Tensor]:
     """:func:`owner_grads` for a scripted module (an interface-typed RRef)."""
     gradients = dist_autograd.get_gradients(context_id)
-    module = owner.local_module(module_rref)
+    module = requests.local_module(module_rref)
     return {name: gradients[param] for name, param in module.named_parameters()}
 
 
