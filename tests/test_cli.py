@@ -68,6 +68,20 @@ def _python_path(directory: Path) -> str:
     return os.pathsep.join(filter(None, [str(directory), os.environ.get("PYTHONPATH")]))
 
 
+def _probe_prints_ok(probe: str, path: Path) -> None:
+    """Run ``probe`` in a new interpreter with ``path`` importable: it must print ``ok``."""
+    run = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": _python_path(path)},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "ok\n"
+
+
 def _finish(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
     stdout, stderr = process.communicate(timeout=TIMEOUT_S)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
@@ -268,16 +282,7 @@ def test_an_old_non_scriptable_module_left_in_a_package_does_no_harm(
         print("ok")
         """
     )
-    run = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": _python_path(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout == "ok\n"
+    _probe_prints_ok(probe, tmp_path)
 
 
 def test_a_registered_non_scriptable_module_serves_remote_modules_without_an_interface(
@@ -319,16 +324,7 @@ def test_a_registered_non_scriptable_module_serves_remote_modules_without_an_int
         print("ok")
         """
     )
-    run = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": _python_path(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout == "ok\n"
+    _probe_prints_ok(probe, tmp_path)
 
 
 # Bad input: exit 2, one line on stderr naming the problem, no traceback. Every case runs
