@@ -42,6 +42,7 @@ __all__ = [
     "StaleGeneratedModuleWarning",
     "__version__",
     "cast_tensor",
+    "is_script_interface",
     "move_tensor",
     "restore_tensor",
 ]
@@ -190,6 +191,11 @@ RESERVED_NAMES = frozenset(
 class StaleGeneratedModuleWarning(UserWarning):
     """A pre-generated module does not match this generator or its interface any more: the
     runtime does not use it and renders the templates in memory instead."""
+
+
+def is_script_interface(interface_cls: type) -> bool:
+    """Whether ``interface_cls`` is a ``@torch.jit.interface`` (else a ``typing.Protocol``)."""
+    return bool(getattr(interface_cls, "__torch_script_interface__", False))
 
 
 # --- Tensor leaf helpers (TorchScript and Python alike) ---------------------------------------

@@ -86,7 +86,7 @@ def parse_interface(interface_cls: object) -> Interface:
 
 def interface_kind(cls: type) -> InterfaceKind | None:
     """Which family ``cls`` belongs to, or None when it is no interface."""
-    if getattr(cls, "__torch_script_interface__", False):
+    if _contract.is_script_interface(cls):
         return InterfaceKind.SCRIPT
     if getattr(cls, "_is_protocol", False) and cls is not typing.Protocol:
         return InterfaceKind.PROTOCOL
@@ -211,7 +211,7 @@ def _parse_named_type(cls: type, where: str, kind: InterfaceKind) -> TypeRef:
 
 
 def _is_script_class(cls: type) -> bool:
-    if getattr(cls, "__torch_script_interface__", False):
+    if _contract.is_script_interface(cls):
         return True
     return torch.jit._state._get_script_class(cls) is not None
 

@@ -377,14 +377,8 @@ def _placement(
         if on not in (owner_name, module_rref.owner().id):
             arguments.warn_owner_differs(remote_device, owner_name)
         on = owner_name
-    scriptable = interface_cls is not None and _is_script_interface(interface_cls)
+    scriptable = interface_cls is not None and _contract.is_script_interface(interface_cls)
     return Placement(on, device, is_device_map_set(on), scriptable), off_cpu
-
-
-def _is_script_interface(interface_cls: Any) -> bool:
-    from remote_module.runtime import registry  # with the first interface
-
-    return registry.is_script_interface(interface_cls)
 
 
 def _without_interface() -> types.ModuleType:

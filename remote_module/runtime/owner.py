@@ -15,6 +15,8 @@ import torch
 import torch.distributed.rpc as rpc
 from torch import nn
 
+from remote_module import _contract
+
 if TYPE_CHECKING:
     from remote_module.runtime.errors import CreationFailure
 
@@ -61,7 +63,7 @@ def create_interface_module(
     call until that is done (``pending.wait_for_owner``)."""
     from remote_module.runtime import registry  # with the first interface, not the package
 
-    scripted = registry.is_script_interface(interface_cls)
+    scripted = _contract.is_script_interface(interface_cls)
     if scripted:  # the first scripting loads it
         from remote_module import _torchscript
 

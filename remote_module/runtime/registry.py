@@ -43,7 +43,6 @@ __all__ = [
     "ensure_module",
     "interface_model",
     "is_ready",
-    "is_script_interface",
     "non_scriptable_module",
     "register",
     "scriptable_module",
@@ -77,11 +76,6 @@ _compiled: weakref.WeakKeyDictionary[types.ModuleType, frozenset[str]] = weakref
 _generation = [0]
 # (module name, wire) -> (generation, module) that is_ready found ready
 _ready: dict[tuple[str, bool], tuple[int, types.ModuleType]] = {}
-
-
-def is_script_interface(interface_cls: type) -> bool:
-    """Whether ``interface_cls`` is a ``@torch.jit.interface`` (else a ``typing.Protocol``)."""
-    return bool(getattr(interface_cls, "__torch_script_interface__", False))
 
 
 def check_fresh(module_name: str, version: str, fingerprint: str, interface_cls: type) -> None:

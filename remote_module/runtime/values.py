@@ -138,11 +138,9 @@ _keeps_named_tuples: dict[Callable[..., Any], bool] = {}
 
 
 def _is_script_family(remote_fn: Callable[..., Any]) -> bool:
-    from remote_module.runtime import registry
-
     module = sys.modules.get(getattr(remote_fn, "__module__", ""))
     interface_cls = getattr(module, _contract.INTERFACE_CLASS, None)
-    return interface_cls is not None and registry.is_script_interface(interface_cls)
+    return interface_cls is not None and _contract.is_script_interface(interface_cls)
 
 
 def _rebuilt(value: Any, convert: Callable[[Any], Any], named: bool = True) -> Any:
