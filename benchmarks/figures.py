@@ -38,7 +38,7 @@ from benchmarks.spec import (
     Figure,
     Sizes,
 )
-from remote_module.runtime import pending
+from remote_module.runtime.caller import pending
 from remote_module.runtime.values import check_arguments
 
 OWNER = "worker1"

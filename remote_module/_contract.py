@@ -19,7 +19,6 @@ import torch
 from torch import Tensor
 
 __all__ = [
-    "BODY_SUFFIX",
     "CALL_PREFIX",
     "COUNTING",
     "FINGERPRINT",
@@ -77,9 +76,6 @@ INTERNAL_PREFIX = "_rm_"
 REMOTE_PREFIX = "_remote_"
 WIRE_SUFFIX = "_wire"
 KEYED_SUFFIX = "_keyed"
-# Where a scriptable method's tensors move, both twins call one body that takes the module
-# itself: ``_rm_m_on_module``.
-BODY_SUFFIX = "_on_module"
 # The attribute a scripted RemoteModule reads to count its calls for ``checkpoint_every`` (its
 # identity, or None: set when it is scripted).
 COUNTING = "_rm_counting"

@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from remote_module import _torchscript
+
 __all__ = ["interface"]
 
 T = TypeVar("T", bound=type)
@@ -50,8 +52,6 @@ def interface(cls: T) -> T:
         for name, value in vars(cls).items()
         if inspect.isfunction(value) and not name.startswith("__")
     }
-    from remote_module import _torchscript  # loads with the first interface, not the package
-
     if not _torchscript.available():
         return cls if _is_protocol(cls) else _as_protocol(cls, methods)
     namespace: dict[str, Any] = {
@@ -106,7 +106,8 @@ def _with_pass_body(cls: type, function: types.FunctionType) -> types.FunctionTy
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     future = function.__code__.co_flags & __future__.annotations.compiler_flag
     code = compile(text, filename, "exec", flags=future, dont_inherit=True)
-    module_globals = function.__globals__
+    module = sys.modules.get(function.__module__)
+    module_globals = vars(module) if module is not None else {}
     defined: dict[str, Any] = {}
     exec(code, module_globals, defined)
     rebuilt: types.FunctionType = defined[function.__name__]

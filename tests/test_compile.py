@@ -54,7 +54,7 @@ def test_one_clean_graph_break_at_each_remote_call(
     for reason in explanation.break_reasons:
         # torch.compile stops at the call into our runtime, not inside RPC internals
         frames = [frame.filename for frame in reason.user_stack]
-        assert frames[-1].endswith("remote_module/runtime/calls.py"), frames
+        assert frames[-1].endswith("remote_module/runtime/caller/calls.py"), frames
         assert "torch.compiler.disable" in reason.reason, reason.reason
     compiler = [w for w in caught if "torch/_dynamo" in w.filename or "dynamo" in str(w.message)]
     assert compiler == [], [str(w.message) for w in compiler]

@@ -265,12 +265,12 @@ def test_a_checkpoint_that_did_not_arrive_whole_is_never_used() -> None:
     # no checkpoints (it owns the module).
     rm = RemoteModule("worker3/cpu", helpers.Accumulator, standby=["worker1/cpu"], timeout=TIMEOUT)
     identity = rm._rm_record.failover.identity
-    from remote_module.runtime import standby
+    from remote_module.runtime import owner
 
     def send(seat: int, version: int, value: float) -> bool:
         state = {"total": ones(value), "scale": torch.ones(2)}
         message = (identity, seat, version, state, True)
-        return bool(rpc.rpc_sync("worker1", standby.receive, message, timeout=30))
+        return bool(rpc.rpc_sync("worker1", owner.keep_checkpoint, message, timeout=30))
 
     assert send(0, 2, 20.0)
     assert send(0, 1, 10.0)  # older: it holds a newer one

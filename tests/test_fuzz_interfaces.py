@@ -31,10 +31,9 @@ from torch import Tensor, nn
 from torch.futures import Future
 
 from remote_module import codegen
-from remote_module._contract import BODY_SUFFIX, INTERNAL_PREFIX
 from remote_module.codegen import parse_interface
-from remote_module.runtime import calls as _calls
-from remote_module.runtime.record import Record
+from remote_module.runtime.caller import calls as _calls
+from remote_module.runtime.caller.record import Record
 from tests.support.fuzzing import fuzz
 
 # A strategy writes the source of a module holding one ``@torch.jit.interface`` class (random
@@ -572,8 +571,6 @@ def check_generated_source_is_safe(source: str, interface_module: str, spec: lis
         {f"_rm_module.{_normalized(method.name)}" for method in spec}
         | {f"_remote_{_normalized(method.name)}" for method in spec}  # from the wire twins
         | {f"self.{_normalized(method.name)}_async" for method in spec}  # scripted sync ones
-        # the body a method's remote function and its keyed twin share, where it moves tensors
-        | {f"{INTERNAL_PREFIX}{_normalized(method.name)}{BODY_SUFFIX}" for method in spec}
     )
     for node in tree.body:
         assert isinstance(
@@ -1007,7 +1004,6 @@ def test_interface_identity_cannot_inject_code(target: str, attribute: str, valu
         in (
             "_rm_module.forward",
             "_remote_forward",
-            f"{INTERNAL_PREFIX}forward{BODY_SUFFIX}",
             "self.forward_async",
             "FuzzPoint",
             _normalized(value),

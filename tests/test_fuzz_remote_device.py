@@ -11,7 +11,7 @@ import torch
 from hypothesis import example, given
 
 from remote_module import RemoteDevice, parse_remote_device
-from remote_module.runtime import arguments
+from remote_module.runtime.caller import arguments
 from tests.support.expected import REMOTE_DEVICE_FORMAT
 from tests.support.fuzzing import REMOTE_DEVICES, check_parse, fuzz
 

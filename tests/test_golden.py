@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from remote_module._contract import BODY_SUFFIX, INTERNAL_PREFIX, KEYED_SUFFIX
 from remote_module.codegen import StaleGeneratedModuleWarning, api, parse_interface
 from remote_module.codegen.cli import plan
 from remote_module.codegen.model import Kind, Method
@@ -89,7 +88,6 @@ def golden_modules() -> Iterator[dict[str, object]]:
         patch.setattr(registry, "_registered", dict(registry._registered))
         patch.setattr(registry, "_stale", dict(registry._stale))
         patch.setattr(registry, "_names", {})
-        patch.setattr(registry, "_ready", {})
         patch.setattr(
             registry, "_registered_non_scriptable", list(registry._registered_non_scriptable)
         )
@@ -130,21 +128,10 @@ def test_golden_remote_functions_script(interface: str, golden_modules: dict[str
     assert [fn.__name__ for fn in remote_functions] == [api.remote_name(m) for m in model.methods]
     for method in model.methods:
         fn = torch.jit.script(getattr(module, api.remote_name(method)))
-        # Where tensors move, the remote function and its keyed twin are one call each of a
-        # shared body, the module given, compiled once for both.
-        body_name = f"{INTERNAL_PREFIX}{method.name}{BODY_SUFFIX}"
-        body = getattr(module, body_name, None)
-        assert (body is not None) is _holds_tensors(method), method.name
-        if body is not None:
-            keyed = torch.jit.script(getattr(module, f"{api.remote_name(method)}{KEYED_SUFFIX}"))
-            for twin in (fn, keyed):  # it calls the body and moves nothing itself
-                assert f".{body_name}\n" in twin.code, twin.code
-                assert "move" not in twin.code.replace(BODY_SUFFIX, ""), twin.code
-            body = torch.jit.script(body)
         # Tensors move through the generated movers (a tensor alone through the contract's
         # ``move_tensor``); ``.code`` calls exactly the movers this method's types need, and
         # the inlined graph holds the ``aten::to`` they do.
-        code = (body or fn).code
+        code = fn.code
         called = set(re.findall(r"\b_rm_move_\w+\b", code))
         if "remote_module._contract.move_tensor" in code:
             called.add("_rm.move_tensor")

@@ -20,7 +20,8 @@ from torch import Tensor, nn
 
 from remote_module import RemoteModule
 from remote_module import _non_scriptable as non_scriptable
-from remote_module.runtime import calls, contract
+from remote_module.runtime import contract, owner
+from remote_module.runtime.caller import calls
 from tests.scorer.model import Scorer, ScorerProtocol
 from tests.support import key_table_helpers as helpers
 from tests.support import runtime_helpers
@@ -94,11 +95,13 @@ def test_only_the_first_call_sends_the_rref(
     third = rm.forward_async(x).wait()
     assert len(sent) == 3
     (first_fn, first_args), *later = sent
-    assert first_fn.__name__ == "first_call"
+    assert first_fn is owner.first_call
     assert isinstance(first_args[1], rpc.PyRRef)
     key = rm._rm_record.reference
-    for _fn, args in later:
-        assert args[0] == key and type(args[0]) is int
+    for fn, args in later:
+        # owner.call, naming the generated function by its module's and its own names
+        assert fn is owner.call and args[0] == first_args[0]
+        assert args[1] == key and type(args[1]) is int
         assert not any(isinstance(arg, rpc.PyRRef) for arg in args)
     if interface is None:
         torch.testing.assert_close(first, second)
@@ -190,8 +193,9 @@ def test_keyed_calls_work_under_the_profiler(
     with torch.autograd.profiler.profile():
         torch.testing.assert_close(rm(x), expected)
     ((fn, args),) = sent
-    assert fn is non_scriptable._remote_forward
-    assert args[0] == rm._rm_record.reference
+    assert fn is owner.call
+    assert args[0] == (non_scriptable.__name__, "_remote_forward")
+    assert args[1] == rm._rm_record.reference
 
 
 # --- Scripted modules: Python calls go keyed, TorchScript keeps the RRef ----------------------
@@ -390,7 +394,7 @@ def test_keyed_scripted_calls_work_under_the_profiler(
     with torch.autograd.profiler.profile():
         torch.testing.assert_close(rm(x), expected)
     ((fn, args),) = sent  # rpc.rpc_async: the path torch's profiler records
-    assert fn.__name__ == "_remote_forward_keyed"
+    assert isinstance(fn, torch.jit.ScriptFunction) and fn.name == "_remote_forward_keyed"
     assert args[0] == key
 
 

@@ -313,7 +313,7 @@ class TestTimeouts:
         with bounded(PROMPT):
             plain.remote_parameters()
             with_interface.forward(x_of(1))  # a scripted module's first Python call files it
-        carrying = {"create_module", "create_interface_module", "parameter_rrefs", "file_keyed"}
+        carrying = {"create", "create_with_interface", "parameter_rrefs", "file_keyed"}
         seen = {name: timeout for name, timeout in sent if name in carrying}
         assert seen == dict.fromkeys(carrying, 0), sent
 

@@ -112,7 +112,6 @@ def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "_registered", dict(registry._registered))
     monkeypatch.setattr(registry, "_stale", dict(registry._stale))
     monkeypatch.setattr(registry, "_names", {})
-    monkeypatch.setattr(registry, "_ready", {})
     monkeypatch.setattr(
         registry, "_registered_non_scriptable", list(registry._registered_non_scriptable)
     )
@@ -640,7 +639,6 @@ def test_a_module_stale_here_is_rendered_in_memory_under_its_name(
     assert used.__name__ == name and sys.modules[name] is used
     assert used.INTERFACE_FINGERPRINT == parse_interface(StaleProbeInterface).fingerprint
     assert _compiled(used._remote_forward)
-    assert registry.is_ready(name)
     if imported_first:
         assert used is not stale
         assert torch.jit._state._try_get_jit_cached_function(stale._remote_forward) is None
@@ -755,21 +753,3 @@ def test_method_named_rpc_is_allowed_and_its_module_works(monkeypatch: pytest.Mo
     assert module.rpc(caller) == "sent"
     assert module.forward(caller, x) == "sent"
     assert calls == [("rpc", module._remote_rpc, ()), ("forward", module._remote_forward, (x,))]
-
-
-def test_is_ready_answers_for_the_module_under_its_name_now(pregenerated: Any) -> None:
-    # Every construction asks the owner whether its generated module is ready; the answer is
-    # remembered, but only for the very module found ready, and until something registers.
-    name = pregenerated(codegen.render_scriptable(StaleProbeInterface, True))
-    used = registry.ensure_module(name, StaleProbeInterface, True)
-    assert registry.is_ready(name) and registry.is_ready(name)
-    assert not registry.is_ready(name, wire=True)  # its wire twins are not compiled yet
-    sys.modules[name] = types.ModuleType(name)  # another module under the same name
-    try:
-        assert not registry.is_ready(name)
-    finally:
-        sys.modules[name] = used
-    assert registry.is_ready(name)
-    registry._generation[0] += 1  # a registration since: worked out again
-    assert registry.is_ready(name)
-    assert registry._ready[(name, False)] == (registry._generation[0], used)

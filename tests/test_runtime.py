@@ -400,9 +400,12 @@ def test_exactly_six_attributes_cross_the_wire_in_order(scaled_rm: RemoteModule)
     probe.module_rref = _UnsentRRef()
     probe.local_note = "stays here"
     # what the RPC pickler does with a RemoteModule
-    _, values = _internal_rpc_pickler._class_reducer_dict[RemoteModule](probe)
-    # after the class: the six, then the options set, then the failover plan (None: no standby)
-    *sent, options, plan = values[1:]
+    receive, values = _internal_rpc_pickler._class_reducer_dict[RemoteModule](probe)
+    # the owner side's receive, then the rebuilder and the class's name, then the six, the
+    # options set, the failover plan (None: no standby)
+    assert receive.__module__ == "remote_module.runtime.owner"
+    assert values[1] == ("remote_module.runtime.caller.module", "RemoteModule")
+    *sent, options, plan = values[2:]
     assert plan is None
     assert len(sent) == len(PICKLED_ATTRIBUTES)
     assert tuple(sent[:4]) == ("worker1", "cpu", False, True)
@@ -750,7 +753,7 @@ def test_timeout_with_interface(x: torch.Tensor) -> None:
 
 
 def test_to_is_skipped_only_when_it_would_change_nothing() -> None:
-    from remote_module.runtime.owner import _plain_module_on_cpu
+    from remote_module.runtime.owner.creation import _plain_module_on_cpu
 
     assert _plain_module_on_cpu(nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)))
     assert not _plain_module_on_cpu(nn.Linear(2, 2, device="meta"))
@@ -827,7 +830,9 @@ def test_calls_under_the_profiler_take_rpcs_own_path(
     with torch.autograd.profiler.profile():
         torch.testing.assert_close(scaled_rm(x), expected)
         torch.testing.assert_close(scaled_rm.forward_async(x).wait(), expected)
-    assert [fn.__name__ for fn in sent] == ["_remote_forward_keyed"] * 2
+    # The compiled function itself: rpc.rpc_async sends it as TorchScript, by name.
+    assert all(isinstance(fn, torch.jit.ScriptFunction) for fn in sent)
+    assert [fn.name for fn in sent] == ["_remote_forward_keyed"] * 2
 
 
 @pytest.mark.parametrize("timeout", [-1, 0, "x", True])
@@ -849,7 +854,7 @@ def nothing_sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(rpc, "rpc_async", refuse)
     # Compiled remote functions are sent without rpc.rpc_async's per-call bookkeeping.
-    monkeypatch.setattr(remote_module.runtime.calls, "_invoke_rpc_torchscript", refuse)
+    monkeypatch.setattr(remote_module.runtime.caller.calls, "_invoke_rpc_torchscript", refuse)
     return sent
 
 

@@ -37,7 +37,7 @@ from torch.testing._internal.distributed.rpc.tensorpipe_rpc_agent_test_fixture i
 )
 
 from remote_module import RemoteModule
-from remote_module.runtime.wire import PICKLED_ATTRIBUTES
+from remote_module.runtime.caller.construction import PICKLED_ATTRIBUTES
 
 # torch's test module imports these from torch.distributed.nn; ours stand in for each.
 # ``_RemoteModule`` is upstream's base class, which takes ``_module_interface_cls``: ours is

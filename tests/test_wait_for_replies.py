@@ -11,7 +11,7 @@ import time
 import pytest
 from torch.futures import Future
 
-from remote_module.runtime import replies
+from remote_module.runtime.caller import replies
 
 TIMEOUT = 0.2
 

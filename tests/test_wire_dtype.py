@@ -14,7 +14,8 @@ import torch.distributed.rpc as rpc
 from torch import Tensor, nn
 
 from remote_module import RemoteModule
-from remote_module.runtime import calls, contract, values
+from remote_module.runtime import contract, owner, values
+from remote_module.runtime.caller import calls
 from tests.support import wire_helpers
 from tests.support.wire_helpers import Precision, PrecisionInterface, PrecisionProtocol
 
@@ -114,11 +115,11 @@ def test_the_reply_crosses_in_the_wire_dtype(inputs: tuple[Tensor, Tensor, list[
     carried: list[Tensor] = []
     wired = values.cast_to_wire(inputs, torch.float16, carried)
     # What a Python call of it sends: the owner's wire call around the remote function.
-    remote_fn = generated["_remote_forward"]
+    function = (generated["__name__"], "_remote_forward")
     reply = rpc.rpc_sync(
         "worker1",
-        values.call_wired,
-        (rm._rm_record.reference, "cpu", False, remote_fn, torch.float16, carried, *wired),
+        owner.call_wired,
+        (rm._rm_record.reference, "cpu", False, function, torch.float16, carried, *wired),
     )
     (scaled, incremented, doubled, _), carried = reply
     assert scaled.dtype == torch.float16 and incremented.dtype == torch.int64

@@ -84,12 +84,13 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
     return _rm.restore_tensor(reply[0], reply[1])
 
 
-def _rm_forward_on_module(
-    _rm_module: TinyInterface,
+def _remote_forward(
+    _rm_rref: RRef[TinyInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     input: Tensor,
 ) -> Tensor:
+    _rm_module: TinyInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(input)
     _rm_target = torch.device(_rm_device)
@@ -99,32 +100,20 @@ def _rm_forward_on_module(
     return _rm.move_tensor(_rm_result, torch.device("cpu"))
 
 
-def _remote_forward(
-    _rm_rref: RRef[TinyInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    input: Tensor,
-) -> Tensor:
-    return _rm_forward_on_module(
-        _rm_rref.local_value(),
-        _rm_device,
-        _rm_is_device_map_set,
-        input,
-    )
-
-
 def _remote_forward_keyed(
     _rm_module_key: int,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     input: Tensor,
 ) -> Tensor:
-    return _rm_forward_on_module(
-        _rm_module_for_key(_rm_module_key),
-        _rm_device,
-        _rm_is_device_map_set,
-        input,
-    )
+    _rm_module: TinyInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(input)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(_rm.move_tensor(input, _rm_target))
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm.move_tensor(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_wire(

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from remote_module._contract import (
-    BODY_SUFFIX,
     CALL_PREFIX,
     INTERNAL_PREFIX,
     KEYED_SUFFIX,
@@ -76,10 +75,6 @@ class MethodView:
         # The remote function moves tensors to the module's device and back.
         self.moves = view.move and any(t.contains_tensor for t in method.types)
         self.moves_result = method.returns.contains_tensor
-        # A moving body is one function both TorchScript twins call: compiled once, not once
-        # per twin (the keyed twin's compile, 2.3-3.1 ms CPU per method, is 1.1-1.5 with it).
-        self.shares_body = view.script and self.moves
-        self.body = f"{INTERNAL_PREFIX}{method.name}{BODY_SUFFIX}"
 
     # --- caller side ------------------------------------------------------------------------
 
@@ -187,17 +182,6 @@ class MethodView:
     def keyed_params(self) -> tuple[str, ...]:
         """The keyed twin's: the module's key in place of its RRef."""
         return (f"{INTERNAL_PREFIX}module_key: int", *self.remote_params[1:])
-
-    @property
-    def body_params(self) -> tuple[str, ...]:
-        """The shared body's: the module itself in place of its RRef or key."""
-        return (f"{INTERNAL_PREFIX}module: {self._interface.name}", *self.remote_params[1:])
-
-    def body_call(self, module: str) -> Expr:
-        """A twin's call of the shared body with ``module``, the rest of the prefix and the
-        arguments."""
-        rest = (name for name, _ in self._view.prefix[1:])
-        return Expr(self.body, (module, *rest, *self.arguments))
 
     @property
     def wire_params(self) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
   checks, sending, the casts of a ``wire_dtype``, naming failures), and :func:`move_to_device`
   where no types are known (a union, in Python);
 - :func:`owner_module` in eager remote functions: the module a call names (its key in the
-  owner's table, or its RRef; see ``remote_module.runtime.keys``); :func:`keyed_module` in
+  owner's table, or its RRef; see ``remote_module.runtime.caller.keys``); :func:`keyed_module` in
   the TorchScript family's keyed remote functions, through a lookup marked :func:`ignore`
   (TorchScript calls it in Python): the module filed under a key;
 - :func:`count_call` in the TorchScript branch of a RemoteModule with ``checkpoint_every``
@@ -31,7 +31,6 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,17 +40,17 @@ from torch.futures import Future
 
 from remote_module._contract import (
     CALL_PREFIX,
-    GENERATOR_VERSION,
-    NON_SCRIPTABLE_MODULE,
-    __version__,
     cast_tensor,
     move_tensor,
     restore_tensor,
 )
-from remote_module.runtime.calls import call, call_async
-from remote_module.runtime.keys import keyed_module
-from remote_module.runtime.keys import module_for as owner_module
-from remote_module.runtime.module import RemoteModule
+from remote_module.runtime.caller import failover
+from remote_module.runtime.caller.calls import call, call_async
+from remote_module.runtime.caller.module import RemoteModule
+from remote_module.runtime.owner import keyed_module
+from remote_module.runtime.owner.table import module_for as owner_module
+from remote_module.runtime.registry import check_fresh, register
+from remote_module.runtime.values import move_to_device
 
 __all__ = [
     "CALL_PREFIX",
@@ -75,9 +74,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from remote_module.runtime.registry import check_fresh
-    from remote_module.runtime.values import move_to_device
-
     R = TypeVar("R")
     F = TypeVar("F", bound=Callable[..., Any])
 
@@ -130,40 +126,8 @@ else:
 def count_call(identity: str) -> None:
     """A call that a scripted RemoteModule with ``checkpoint_every`` sends from TorchScript,
     counted in Python on this side (the owner is told every N-th: ``failover.scripted_call``)."""
-    from remote_module.runtime import failover  # (its import: 2 ms, on first need)
-
     failover.scripted_call(identity)
 
 
 # Real types, not the strings of this module's postponed annotations: TorchScript reads them.
 count_call.__annotations__ = {"identity": str, "return": None}
-
-
-def register(module_name: str) -> None:
-    """Called at the end of every generated module: ``registry.register``. remote_module's
-    own non-scriptable module, of this very version, needs nothing of it: the registry loads
-    with the first interface or build-time module, not with the package (130 objects, about
-    0.15 ms of the import)."""
-    module = sys.modules[module_name]
-    if module_name == NON_SCRIPTABLE_MODULE and getattr(module, GENERATOR_VERSION) == __version__:
-        return
-    from remote_module.runtime import registry
-
-    registry.register(module_name)
-
-
-def __getattr__(name: str) -> Any:
-    # The walker for values of no known type loads with its first use (a module off the CPU,
-    # a union in Python), not with every program (0.1 ms of the package's import); kept here
-    # then, since an eager remote function off the CPU reads it on every call.
-    if name == "move_to_device":
-        from remote_module.runtime.values import move_to_device
-
-        globals()[name] = move_to_device
-        return move_to_device
-    if name == "check_fresh":  # at the top of an interface's generated module: see register
-        from remote_module.runtime.registry import check_fresh
-
-        globals()[name] = check_fresh
-        return check_fresh
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,8 +11,6 @@ from __future__ import annotations
 import builtins
 import functools
 import re
-from collections.abc import Callable
-from typing import Any
 
 import torch.distributed.rpc as rpc
 
@@ -25,7 +23,7 @@ __all__ = [
     "creation_failure",
     "failure",
     "owner_gone",
-    "reporting",
+    "short",
     "worker_name",
 ]
 
@@ -99,7 +97,7 @@ def _remote_header() -> re.Pattern[str]:
 
 class OwnerFailover(RuntimeError):
     """An operation of a RemoteModule with standbys met its owner gone, and a standby took the
-    module over (see ``remote_module.runtime.failover``): the operation itself was not
+    module over (see ``remote_module.runtime.caller.failover``): the operation itself was not
     retried. ``failed_owner`` and ``new_owner`` are worker names; ``checkpoint_version`` is
     the checkpoint the new owner loaded (None: none had reached it, the module is as built)."""
 
@@ -143,15 +141,11 @@ class RemoteFailure:
         return raised
 
 
-def reporting(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run ``fn(*args)`` on the owner; an exception it raises comes back as a
-    :class:`RemoteFailure`."""
-    try:
-        return fn(*args)
-    except Exception as error:
-        import traceback  # on the owner, once something failed
-
-        return RemoteFailure(type(error).__name__, str(error), traceback.format_exc())
+def short(error: BaseException) -> str:
+    """One line of why ``error`` happened, for a message listing several."""
+    if owner_gone(error):
+        return "gone: its connection closed"
+    return str(error).split("\n", 1)[0][:200]
 
 
 def _head(what: str, owner: str | int) -> str:

@@ -41,8 +41,8 @@ __all__ = [
     "check_fresh",
     "compile_remote_functions",
     "ensure_module",
+    "import_generated",
     "interface_model",
-    "is_ready",
     "non_scriptable_module",
     "register",
     "scriptable_module",
@@ -74,8 +74,6 @@ _names: dict[tuple[type, bool], tuple[int, str]] = {}
 # generated module -> which of its lists of remote functions are compiled in this process
 _compiled: weakref.WeakKeyDictionary[types.ModuleType, frozenset[str]] = weakref.WeakKeyDictionary()
 _generation = [0]
-# (module name, wire) -> (generation, module) that is_ready found ready
-_ready: dict[tuple[str, bool], tuple[int, types.ModuleType]] = {}
 
 
 def check_fresh(module_name: str, version: str, fingerprint: str, interface_cls: type) -> None:
@@ -181,10 +179,7 @@ def non_scriptable_module() -> types.ModuleType:
     with _lock:
         if _registered_non_scriptable:
             return _registered_non_scriptable[0]
-    module = sys.modules.get(NON_SCRIPTABLE_MODULE)
-    if module is None:
-        module = importlib.import_module(NON_SCRIPTABLE_MODULE)  # Python's import lock
-    return module
+    return import_generated(NON_SCRIPTABLE_MODULE)
 
 
 def ensure_module(
@@ -204,10 +199,9 @@ def ensure_module(
         module = sys.modules.get(module_name)
         if module is None and not in_memory:
             try:
-                importlib.import_module(module_name)
+                module = import_generated(module_name)
             except ImportError:
-                pass
-            module = sys.modules.get(module_name)
+                module = None
         if module is not None and interface_cls is not None and _stale_here(module_name, module):
             # A build-time module that is stale here (its import warned why), while the
             # caller that named it has a fresh one: not used, nor compiled.
@@ -228,27 +222,24 @@ def ensure_module(
     return module
 
 
+def import_generated(module_name: str) -> types.ModuleType:
+    """Import a build-time generated module top-down: each package above it first, then the
+    module. Python locks the module before its parent, so two threads that import two modules
+    of one package bottom-up, while the package's ``__init__`` imports both, would each hold
+    what the other waits for (Python then hands one a half-initialised module); top-down, the
+    second waits for the package as a whole."""
+    parts = module_name.split(".")
+    for end in range(1, len(parts)):
+        importlib.import_module(".".join(parts[:end]))
+    return importlib.import_module(module_name)
+
+
 def _load_lock(module_name: str) -> threading.RLock:
     with _lock:
         lock = _load_locks.get(module_name)
         if lock is None:
             lock = _load_locks[module_name] = threading.RLock()
         return lock
-
-
-def is_ready(module_name: str, wire: bool = False) -> bool:
-    """Whether :func:`ensure_module` would find ``module_name`` loaded and its remote functions
-    compiled (their wire twins too with ``wire``), with nothing left to do."""
-    module = sys.modules.get(module_name)
-    known = _ready.get((module_name, wire))
-    if known is not None and known[1] is module and known[0] == _generation[0]:
-        return True  # every construction asks: once ready, while nothing registered since
-    if module is None or _stale_here(module_name, module):
-        return False  # not loaded, or stale here: ensure_module renders it in memory
-    ready = _compiled.get(module, frozenset()) >= set(_function_lists(wire))
-    if ready:
-        _ready[(module_name, wire)] = (_generation[0], module)
-    return ready
 
 
 def _function_lists(wire: bool, keyed: bool = False) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 :func:`parse_remote_device` (``"<workername>/<device>"``, ``"rank:<n>/<device>"`` or a bare
 worker name, the device then ``cpu``). Loaded on first use, not with the package (a NamedTuple
 class cost ~0.1 ms of every import); a construction reads ``remote_device`` through
-``remote_module.runtime.arguments.target``, which needs it only off its ``"<worker>/cpu"``
+``remote_module.runtime.caller.arguments.target``, which needs it only off its ``"<worker>/cpu"``
 shortcut."""
 
 from __future__ import annotations

@@ -5,17 +5,14 @@ the caller-side argument checks of RemoteModules built with an interface (typegu
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-from remote_module import _contract
 from remote_module._contract import cast_tensor, restore_tensor
 
 __all__ = [
-    "call_wired",
     "cast_to_wire",
     "check_arguments",
     "from_wire",
@@ -76,20 +73,13 @@ def restore_from_wire(value: Any, sent: list[torch.Tensor]) -> Any:
 
 
 def to_wire(
-    method: str,
-    wire_dtype: torch.dtype,
-    args: tuple[Any, ...],
-    hints: Sequence[tuple[Any, ...]] | None,
-    kwargs: Mapping[str, Any] | None,
+    wire_dtype: torch.dtype, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None
 ) -> tuple[list[torch.Tensor], tuple[Any, ...], Mapping[str, Any] | None]:
     """A Python call of a RemoteModule with a ``wire_dtype``, as it is sent (the owner's
-    ``call_wired`` runs it): the arguments checked (as given), then their floating tensors
-    cast to ``wire_dtype``; returns each one's own dtype (carried beside them), the arguments
-    and the keyword arguments. Every Python call takes this way, whatever the family: the
-    generated code has no wire half of its own outside TorchScript (scripted callers run the
-    generated casters)."""
-    if hints is not None:
-        check_arguments(method, args, hints)
+    ``call_wired`` runs it): the arguments' floating tensors cast to ``wire_dtype``; returns
+    each one's own dtype (carried beside them), the arguments and the keyword arguments.
+    Every Python call takes this way, whatever the family: the generated code has no wire
+    half of its own outside TorchScript (scripted callers run the generated casters)."""
     carried: list[torch.Tensor] = []
     cast = cast_to_wire(args, wire_dtype, carried)
     if kwargs:
@@ -102,45 +92,6 @@ def from_wire(reply: tuple[Any, list[torch.Tensor]]) -> Any:
     result and the dtypes it carries), cast back."""
     result, carried = reply
     return restore_from_wire(result, carried)
-
-
-def call_wired(
-    reference: Any,
-    device: str,
-    is_device_map_set: bool,
-    remote_fn: Callable[..., Any],
-    wire_dtype: torch.dtype,
-    carried: list[torch.Tensor],
-    *args: Any,
-    **kwargs: Any,
-) -> tuple[Any, list[torch.Tensor]]:
-    """A Python call of a RemoteModule with a ``wire_dtype``, sent (``calls``) in place of its
-    remote function and with the same call prefix: the arguments' floating tensors back to
-    the dtypes in ``carried``, ``remote_fn`` run as any call runs it, the result's floating
-    tensors cast to ``wire_dtype`` for the way back; the reply is the result and the dtypes
-    it carries. ``remote_fn`` arrives by name (a generated module's Python function; a
-    scriptable family's runs its compiled module from Python). A scripted module returns
-    NamedTuples in TorchScript's rendering, which cannot be pickled: they go back as plain
-    tuples, which the generated method decodes as it does a TorchScript reply."""
-    args = restore_from_wire(args, carried)
-    if kwargs:
-        kwargs = restore_from_wire(kwargs, carried)
-    result = remote_fn(reference, device, is_device_map_set, *args, **kwargs)
-    back: list[torch.Tensor] = []
-    named = _keeps_named_tuples.get(remote_fn)
-    if named is None:
-        named = _keeps_named_tuples.setdefault(remote_fn, not _is_script_family(remote_fn))
-    return cast_to_wire(result, wire_dtype, back, named), back
-
-
-# remote function -> whether its results' NamedTuples can cross the wire as they are
-_keeps_named_tuples: dict[Callable[..., Any], bool] = {}
-
-
-def _is_script_family(remote_fn: Callable[..., Any]) -> bool:
-    module = sys.modules.get(getattr(remote_fn, "__module__", ""))
-    interface_cls = getattr(module, _contract.INTERFACE_CLASS, None)
-    return interface_cls is not None and _contract.is_script_interface(interface_cls)
 
 
 def _rebuilt(value: Any, convert: Callable[[Any], Any], named: bool = True) -> Any:

@@ -273,8 +273,8 @@ def _rm_nested_wire_result(
     )
 
 
-def _rm_forward_on_module(
-    _rm_module: ContainersInterface,
+def _remote_forward(
+    _rm_rref: RRef[ContainersInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
@@ -284,6 +284,7 @@ def _rm_forward_on_module(
     maybe: Tensor | None,
     count: int | None,
 ) -> Stats:
+    _rm_module: ContainersInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, many, table, pair, maybe, count)
     _rm_target = torch.device(_rm_device)
@@ -300,30 +301,6 @@ def _rm_forward_on_module(
     return _rm_move_Stats(_rm_result, torch.device("cpu"))
 
 
-def _remote_forward(
-    _rm_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    many: list[Tensor],
-    table: dict[str, Tensor],
-    pair: tuple[Tensor, int],
-    maybe: Tensor | None,
-    count: int | None,
-) -> Stats:
-    return _rm_forward_on_module(
-        _rm_rref.local_value(),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        many,
-        table,
-        pair,
-        maybe,
-        count,
-    )
-
-
 def _remote_forward_keyed(
     _rm_module_key: int,
     _rm_device: str,
@@ -335,17 +312,21 @@ def _remote_forward_keyed(
     maybe: Tensor | None,
     count: int | None,
 ) -> Stats:
-    return _rm_forward_on_module(
-        _rm_module_for_key(_rm_module_key),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        many,
-        table,
-        pair,
-        maybe,
+    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(x, many, table, pair, maybe, count)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(
+        _rm.move_tensor(x, _rm_target),
+        _rm_move_list_Tensor(many, _rm_target),
+        _rm_move_dict_str_Tensor(table, _rm_target),
+        _rm_move_tuple_Tensor_int(pair, _rm_target),
+        _rm_move_Tensor_or_None(maybe, _rm_target),
         count,
     )
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Stats(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_wire(
@@ -403,13 +384,14 @@ def _remote_boxed_keyed(
     return _rm_module.boxed(box, tag)
 
 
-def _rm_nested_on_module(
-    _rm_module: ContainersInterface,
+def _remote_nested(
+    _rm_rref: RRef[ContainersInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     batches: list[dict[str, Tensor]],
     keys: list[str],
 ) -> tuple[list[Tensor], Stats]:
+    _rm_module: ContainersInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.nested(batches, keys)
     _rm_target = torch.device(_rm_device)
@@ -422,22 +404,6 @@ def _rm_nested_on_module(
     return _rm_move_tuple_list_Tensor_Stats(_rm_result, torch.device("cpu"))
 
 
-def _remote_nested(
-    _rm_rref: RRef[ContainersInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    batches: list[dict[str, Tensor]],
-    keys: list[str],
-) -> tuple[list[Tensor], Stats]:
-    return _rm_nested_on_module(
-        _rm_rref.local_value(),
-        _rm_device,
-        _rm_is_device_map_set,
-        batches,
-        keys,
-    )
-
-
 def _remote_nested_keyed(
     _rm_module_key: int,
     _rm_device: str,
@@ -445,13 +411,17 @@ def _remote_nested_keyed(
     batches: list[dict[str, Tensor]],
     keys: list[str],
 ) -> tuple[list[Tensor], Stats]:
-    return _rm_nested_on_module(
-        _rm_module_for_key(_rm_module_key),
-        _rm_device,
-        _rm_is_device_map_set,
-        batches,
+    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.nested(batches, keys)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.nested(
+        _rm_move_list_dict_str_Tensor(batches, _rm_target),
         keys,
     )
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_tuple_list_Tensor_Stats(_rm_result, torch.device("cpu"))
 
 
 def _remote_nested_wire(

@@ -5,6 +5,7 @@ loaded the interface's generated module. Importable on every worker.
 No ``from __future__ import annotations``: TorchScript reads these annotations.
 """
 
+import sys
 import time
 from typing import Any
 
@@ -88,7 +89,7 @@ class Parent(nn.Module):
 
 # --- On the owner: a slow or failing load of generated modules ------------------------------
 
-_original_ensure = owner.ensure_generated_module
+_original_ensure = owner.load_generated
 _delays: dict[str, float] = {}  # interface class name -> seconds
 _failures: dict[str, str] = {}  # interface class name -> message
 _requests: list[tuple[str, bool]] = []  # (interface class name, wire) per load request
@@ -111,11 +112,11 @@ def slow_loads(delays: dict[str, float], failures: dict[str, str]) -> None:
     """From now on, loading the generated module of these interfaces waits, or fails."""
     _delays.update(delays)
     _failures.update(failures)
-    owner.ensure_generated_module = _ensure
+    owner.load_generated = _ensure  # type: ignore[assignment]
 
 
 def normal_loads() -> None:
-    owner.ensure_generated_module = _original_ensure
+    owner.load_generated = _original_ensure
     _delays.clear()
     _failures.clear()
 
@@ -126,7 +127,10 @@ def load_requests() -> list[tuple[str, bool]]:
 
 
 def is_ready(module_name: str, wire: bool = False) -> bool:
-    return registry.is_ready(module_name, wire)
+    """Whether this process has ``module_name`` loaded and its remote functions compiled."""
+    module = sys.modules.get(module_name)
+    wanted = {"_remote_functions", *(("_wire_functions",) if wire else ())}
+    return module is not None and registry._compiled.get(module, frozenset()) >= wanted
 
 
 # --- On the receiver --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 import remote_module
-from remote_module.runtime import standby
+from remote_module.runtime.owner import checkpoints
 
 
 class Accumulator(nn.Module):
@@ -82,7 +82,7 @@ def stalled(timeout_s: float) -> bool:
 
 def held(identity: str) -> tuple[int, int] | None:
     """On a standby: the ``(seat, version)`` of the checkpoint it holds for ``identity``."""
-    return standby.held(identity)
+    return checkpoints.held(identity)
 
 
 def pid() -> int:

@@ -7,16 +7,18 @@ import torch
 import torch.distributed.autograd as dist_autograd
 from torch import Tensor, nn
 
-from remote_module.runtime import keys, requests
+from remote_module.runtime import owner
+from remote_module.runtime.owner.creation import local_module
+from remote_module.runtime.owner.state import STATE
 
 
 def filed(key: int) -> bool:
     """Whether the owner's table still holds a module under ``key``."""
-    return keys._modules.get(key) is not None
+    return STATE.modules.get(key) is not None
 
 
 def filed_keys() -> list[int]:
-    return sorted(keys._modules.keys())
+    return sorted(STATE.modules.keys())
 
 
 class Failing(nn.Module):
@@ -44,12 +46,12 @@ _watched: dict[int, Any] = {}
 
 def held(key: int) -> bool:
     """Whether the owner's table of scripted modules still holds ``key``."""
-    return key in keys._held
+    return key in STATE.held
 
 
 def watch_held(key: int) -> None:
     """Watch the scripted module filed under ``key``, to tell later whether it was freed."""
-    module = torch.jit._recursive.wrap_cpp_module(keys._held[key])
+    module = torch.jit._recursive.wrap_cpp_module(STATE.held[key])
     _watched[key] = torch._C._WeakTensorRef(next(module.parameters()))
 
 
@@ -61,7 +63,7 @@ def freed(key: int) -> bool:
 def owner_script_grads(module_rref: Any, context_id: int) -> dict[str, Tensor]:
     """:func:`owner_grads` for a scripted module (an interface-typed RRef)."""
     gradients = dist_autograd.get_gradients(context_id)
-    module = requests.local_module(module_rref)
+    module = local_module(module_rref)
     return {name: gradients[param] for name, param in module.named_parameters()}
 
 
@@ -77,7 +79,7 @@ def call_until_keyed(remote_module: Any, x: Tensor, within_s: float = 20.0) -> l
     return results
 
 
-_file_keyed = keys.file_keyed
+_file_keyed = owner.file_keyed
 
 
 def slow_filings(delay_s: float) -> None:
@@ -87,4 +89,4 @@ def slow_filings(delay_s: float) -> None:
         time.sleep(delay_s)
         return _file_keyed(*args)
 
-    keys.file_keyed = slow if delay_s else _file_keyed  # type: ignore[assignment]
+    owner.file_keyed = slow if delay_s else _file_keyed  # type: ignore[assignment]

@@ -140,13 +140,14 @@ def _rm_forward_wire_result(future: Future[tuple[Tensor, list[Tensor]]]) -> Tens
     return _rm.restore_tensor(reply[0], reply[1])
 
 
-def _rm_forward_on_module(
-    _rm_module: EmbeddingBagInterface,
+def _remote_forward(
+    _rm_rref: RRef[EmbeddingBagInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     indices: Tensor,
     offsets: Tensor,
 ) -> Tensor:
+    _rm_module: EmbeddingBagInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(indices, offsets)
     _rm_target = torch.device(_rm_device)
@@ -159,22 +160,6 @@ def _rm_forward_on_module(
     return _rm.move_tensor(_rm_result, torch.device("cpu"))
 
 
-def _remote_forward(
-    _rm_rref: RRef[EmbeddingBagInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    indices: Tensor,
-    offsets: Tensor,
-) -> Tensor:
-    return _rm_forward_on_module(
-        _rm_rref.local_value(),
-        _rm_device,
-        _rm_is_device_map_set,
-        indices,
-        offsets,
-    )
-
-
 def _remote_forward_keyed(
     _rm_module_key: int,
     _rm_device: str,
@@ -182,13 +167,17 @@ def _remote_forward_keyed(
     indices: Tensor,
     offsets: Tensor,
 ) -> Tensor:
-    return _rm_forward_on_module(
-        _rm_module_for_key(_rm_module_key),
-        _rm_device,
-        _rm_is_device_map_set,
-        indices,
-        offsets,
+    _rm_module: EmbeddingBagInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(indices, offsets)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(
+        _rm.move_tensor(indices, _rm_target),
+        _rm.move_tensor(offsets, _rm_target),
     )
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm.move_tensor(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_wire(

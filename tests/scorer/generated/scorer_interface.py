@@ -342,13 +342,14 @@ def _rm_pair_wire_result(
     )
 
 
-def _rm_forward_on_module(
-    _rm_module: ScorerInterface,
+def _remote_forward(
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     scale: float,
 ) -> Scored:
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, scale)
     _rm_target = torch.device(_rm_device)
@@ -358,22 +359,6 @@ def _rm_forward_on_module(
     return _rm_move_Scored(_rm_result, torch.device("cpu"))
 
 
-def _remote_forward(
-    _rm_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    scale: float,
-) -> Scored:
-    return _rm_forward_on_module(
-        _rm_rref.local_value(),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        scale,
-    )
-
-
 def _remote_forward_keyed(
     _rm_module_key: int,
     _rm_device: str,
@@ -381,13 +366,14 @@ def _remote_forward_keyed(
     x: Tensor,
     scale: float,
 ) -> Scored:
-    return _rm_forward_on_module(
-        _rm_module_for_key(_rm_module_key),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        scale,
-    )
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.forward(x, scale)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Scored(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_wire(
@@ -423,13 +409,14 @@ def _remote_stats_keyed(
     return _rm_module.stats()
 
 
-def _rm_top_on_module(
-    _rm_module: ScorerInterface,
+def _remote_top(
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     k: int,
 ) -> list[Scored]:
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.top(x, k)
     _rm_target = torch.device(_rm_device)
@@ -439,22 +426,6 @@ def _rm_top_on_module(
     return _rm_move_list_Scored(_rm_result, torch.device("cpu"))
 
 
-def _remote_top(
-    _rm_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    k: int,
-) -> list[Scored]:
-    return _rm_top_on_module(
-        _rm_rref.local_value(),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        k,
-    )
-
-
 def _remote_top_keyed(
     _rm_module_key: int,
     _rm_device: str,
@@ -462,13 +433,14 @@ def _remote_top_keyed(
     x: Tensor,
     k: int,
 ) -> list[Scored]:
-    return _rm_top_on_module(
-        _rm_module_for_key(_rm_module_key),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        k,
-    )
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.top(x, k)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.top(_rm.move_tensor(x, _rm_target), k)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_list_Scored(_rm_result, torch.device("cpu"))
 
 
 def _remote_top_wire(
@@ -486,13 +458,14 @@ def _remote_top_wire(
     return (_rm_cast_list_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
-def _rm_best_on_module(
-    _rm_module: ScorerInterface,
+def _remote_best(
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
     threshold: float | None,
 ) -> Scored | None:
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.best(x, threshold)
     _rm_target = torch.device(_rm_device)
@@ -502,22 +475,6 @@ def _rm_best_on_module(
     return _rm_move_Scored_or_None(_rm_result, torch.device("cpu"))
 
 
-def _remote_best(
-    _rm_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-    threshold: float | None,
-) -> Scored | None:
-    return _rm_best_on_module(
-        _rm_rref.local_value(),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        threshold,
-    )
-
-
 def _remote_best_keyed(
     _rm_module_key: int,
     _rm_device: str,
@@ -525,13 +482,14 @@ def _remote_best_keyed(
     x: Tensor,
     threshold: float | None,
 ) -> Scored | None:
-    return _rm_best_on_module(
-        _rm_module_for_key(_rm_module_key),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-        threshold,
-    )
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.best(x, threshold)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.best(_rm.move_tensor(x, _rm_target), threshold)
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_Scored_or_None(_rm_result, torch.device("cpu"))
 
 
 def _remote_best_wire(
@@ -549,12 +507,13 @@ def _remote_best_wire(
     return (_rm_cast_Scored_or_None(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
-def _rm_table_on_module(
-    _rm_module: ScorerInterface,
+def _remote_table(
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> dict[str, Scored]:
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.table(x)
     _rm_target = torch.device(_rm_device)
@@ -564,32 +523,20 @@ def _rm_table_on_module(
     return _rm_move_dict_str_Scored(_rm_result, torch.device("cpu"))
 
 
-def _remote_table(
-    _rm_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-) -> dict[str, Scored]:
-    return _rm_table_on_module(
-        _rm_rref.local_value(),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-    )
-
-
 def _remote_table_keyed(
     _rm_module_key: int,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> dict[str, Scored]:
-    return _rm_table_on_module(
-        _rm_module_for_key(_rm_module_key),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-    )
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.table(x)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.table(_rm.move_tensor(x, _rm_target))
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_dict_str_Scored(_rm_result, torch.device("cpu"))
 
 
 def _remote_table_wire(
@@ -606,12 +553,13 @@ def _remote_table_wire(
     return (_rm_cast_dict_str_Scored(_rm_result, _rm_wire_dtype, _rm_back), _rm_back)
 
 
-def _rm_pair_on_module(
-    _rm_module: ScorerInterface,
+def _remote_pair(
+    _rm_rref: RRef[ScorerInterface],
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> tuple[Scored, Tensor]:
+    _rm_module: ScorerInterface = _rm_rref.local_value()
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.pair(x)
     _rm_target = torch.device(_rm_device)
@@ -621,32 +569,20 @@ def _rm_pair_on_module(
     return _rm_move_tuple_Scored_Tensor(_rm_result, torch.device("cpu"))
 
 
-def _remote_pair(
-    _rm_rref: RRef[ScorerInterface],
-    _rm_device: str,
-    _rm_is_device_map_set: bool,
-    x: Tensor,
-) -> tuple[Scored, Tensor]:
-    return _rm_pair_on_module(
-        _rm_rref.local_value(),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-    )
-
-
 def _remote_pair_keyed(
     _rm_module_key: int,
     _rm_device: str,
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> tuple[Scored, Tensor]:
-    return _rm_pair_on_module(
-        _rm_module_for_key(_rm_module_key),
-        _rm_device,
-        _rm_is_device_map_set,
-        x,
-    )
+    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
+        return _rm_module.pair(x)
+    _rm_target = torch.device(_rm_device)
+    _rm_result = _rm_module.pair(_rm.move_tensor(x, _rm_target))
+    if _rm_is_device_map_set:
+        return _rm_result
+    return _rm_move_tuple_Scored_Tensor(_rm_result, torch.device("cpu"))
 
 
 def _remote_pair_wire(

@@ -6,7 +6,6 @@ lists what a RemoteModule has); a parent module's traversal (``named_modules``,
 
 from __future__ import annotations
 
-import inspect
 import types
 import weakref
 from collections.abc import Iterator
@@ -63,19 +62,6 @@ class RemoteModuleType(type):
                 )
             cached = _class_dirs[cls] = (version, sorted(names))
         return list(cached[1])
-
-    @property
-    def __signature__(cls) -> inspect.Signature | None:
-        """``inspect.signature(cls)``: that of the function the constructor hands its
-        arguments to (``construction.construct``), less the instance; made where it is asked
-        for, not at every import (0.05 ms). None for a subclass with an ``__init__`` of its
-        own: inspect reads that one."""
-        init = next(vars(klass)["__init__"] for klass in cls.__mro__ if "__init__" in vars(klass))
-        takes = getattr(init, "_rm_takes", None)
-        if takes is None:
-            return None
-        signature = inspect.signature(takes)
-        return signature.replace(parameters=list(signature.parameters.values())[1:])
 
 
 def _hidden(name: str) -> bool:

@@ -3,64 +3,39 @@
 Two requests may still be in flight when a constructor has returned: the record's ``creation``
 and ``pending`` fields, set and cleared only here.
 
-- ``creation``: with an interface, the constructor returns once ``owner.create_interface_module``
+- ``creation``: with an interface, the constructor returns once ``owner.create_with_interface``
   is sent (construction never blocks on the owner: pytorch#58098). The reply carries the
-  module's RRef and whether the owner has the generated module loaded. ``module_rref`` is not
+  module's RRef. ``module_rref`` is not
   in the RemoteModule's ``__dict__`` until the reply is taken: reading it (``RemoteModule``'s
   ``__getattr__``) takes it, as every operation does first. The reply is judged by when it
   came, against the RemoteModule's timeout from the construction; a failed or late creation
   is raised by the operation that looks, and by every later one, named as the constructor
   would have named it (a late reply's RRef is still received and then released).
-- ``pending``: the owner's load of the generated module, asked for beside the creation unless
-  this process knows the owner has it (:func:`owner_has`), else once the creation's reply says
-  the owner lacks it (see ``owner.create_interface_module``), or by ``init_from_module_rref``
-  with an interface; calls, ``torch.jit.script`` and sending over RPC wait for it: they reach
-  the owner's compiled remote functions.
+- ``pending``: the owner's load of the generated module (``owner.load_generated``), asked for
+  beside the creation or by ``init_from_module_rref`` with an interface; calls,
+  ``torch.jit.script`` and sending over RPC wait for it: they reach the owner's compiled
+  remote functions.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 from typing import Any
 
 import torch.distributed.rpc as rpc
-from torch.futures import Future
 
 from remote_module import _contract
 from remote_module.runtime import owner
+from remote_module.runtime.caller import failover
+from remote_module.runtime.caller.record import Creation, Record
+from remote_module.runtime.caller.replies import wait_returning_rrefs
 from remote_module.runtime.errors import CreationFailure, creation_error, failure, owner_gone
-from remote_module.runtime.record import Record
-from remote_module.runtime.replies import wait_returning_rrefs
 
 __all__ = [
-    "Creation",
     "ask_owner_to_load",
     "created",
     "module_rref",
-    "owner_has",
     "wait_for_owner",
 ]
-
-
-class Creation:
-    """A construction's request to the owner, in flight (or failed: ``error``)."""
-
-    __slots__ = ("arrivals", "creator", "error", "future", "lock", "started")
-
-    def __init__(
-        self,
-        future: Future[Any],
-        started: float,
-        arrivals: queue.SimpleQueue[float],
-        creator: str,
-    ) -> None:
-        self.future: Future[Any] | None = future
-        self.started = started  # time.monotonic() when it was sent
-        self.arrivals = arrivals  # when the reply came (replies.watch)
-        self.creator = creator  # the name of module_cls, for errors
-        self.error: BaseException | None = None
-        self.lock = threading.Lock()  # one thread takes the reply; the others find it taken
 
 
 def created(remote_module: Any) -> None:
@@ -107,15 +82,7 @@ def _settle(remote_module: Any, record: Record, creation: Creation) -> BaseExcep
         return named
     if isinstance(reply, CreationFailure):
         return creation_error(reply, creation.creator, remote_module.on)
-    rref, generated_ready = reply
-    remote_module.__dict__["module_rref"] = rref
-    if generated_ready:
-        _note_owner_has(remote_module)
-    elif record.pending is None:
-        # The owner loads and compiles the generated module meanwhile; what reaches its
-        # remote functions waits for that (wait_for_owner). Asked before the creation is
-        # marked taken: a thread that finds it taken finds this request too.
-        ask_owner_to_load(remote_module)
+    remote_module.__dict__["module_rref"] = reply
     record.creation = None
     return None
 
@@ -133,7 +100,7 @@ def ask_owner_to_load(remote_module: Any) -> None:
     )
     record.pending = rpc.rpc_async(
         remote_module.module_rref.owner(),
-        owner.ensure_generated_module,
+        owner.load_generated,
         request,
         timeout=remote_module.timeout,
     )
@@ -153,8 +120,6 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
         pending.wait()
     except Exception as error:  # the owner's own error type, or the RPC's RuntimeError
         if record.failover is not None and owner_gone(error):
-            from remote_module.runtime import failover
-
             raise failover.failed(remote_module, error, what, record.seat()) from error
         loading = RuntimeError(
             f"loading the generated module {record.module_name} there failed: {error}"
@@ -163,33 +128,3 @@ def wait_for_owner(remote_module: Any, what: str) -> None:
         ask_owner_to_load(remote_module)
         raise failed from error
     record.pending = None
-    _note_owner_has(remote_module)
-
-
-def owner_has(on: str | int, module_name: str, wire: bool) -> bool:
-    """Whether this process knows that the worker ``on`` has ``module_name`` loaded and
-    compiled (its wire twins too with ``wire``): a creation's reply or a load said so, in the
-    current RPC group. Constructions ask, to send the owner's load beside the creation only
-    where it may be needed."""
-    agent = rpc._get_current_rpc_agent()
-    if _owners_of[0] is not agent:
-        _owners_have.clear()
-        _owners_of[0] = agent
-    return (on, module_name, wire) in _owners_have
-
-
-def _note_owner_has(remote_module: Any) -> None:
-    # Only ever a shortcut: where it is wrong, the creation's reply says the owner lacks the
-    # module, and the load is asked then.
-    known = (
-        remote_module.on,
-        remote_module._rm_record.module_name,
-        remote_module.wire_dtype is not None,
-    )
-    if not owner_has(*known):
-        _owners_have.add(known)
-
-
-# (owner, module name, wire) loaded there, as known in the RPC group of the agent below
-_owners_have: set[tuple[str | int, str, bool]] = set()
-_owners_of: list[Any] = [None]

@@ -1,42 +1,40 @@
 """How a RemoteModule comes to life, four ways, through one initialiser.
 
 - the constructor without an interface (:func:`construct`): ``rpc.remote`` of
-  ``owner.create_module``, asynchronous; a ``module_cls`` that fails surfaces at the first call;
+  ``owner.create``, asynchronous; a ``module_cls`` that fails surfaces at the first call;
 - the constructor with an interface (:func:`construct`): a request to
-  ``owner.create_interface_module``, which creates (and scripts) the module, sent and not
+  ``owner.create_with_interface``, which creates (and scripts) the module, sent and not
   awaited; the first operation that needs the module takes the reply (and the owner's load of
-  the generated module may follow in a second request: ``remote_module.runtime.pending``);
+  the generated module may follow in a second request: ``remote_module.runtime.caller.pending``);
 - :func:`from_module_rref`: over an existing RRef (``RemoteModule.init_from_module_rref``);
 - :func:`received`: a RemoteModule that arrived over RPC (``remote_module.runtime.wire``).
 
 Each ends in :func:`initialise`, which sets the public attributes in upstream's order, the
-generated methods and the RemoteModule's record (``remote_module.runtime.record``).
+generated methods and the RemoteModule's record (``remote_module.runtime.caller.record``).
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
 import types
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed.rpc as rpc
 from torch import nn
+from torch.distributed.rpc.internal import _internal_rpc_pickler
 
 from remote_module import _contract
-from remote_module.runtime import arguments, owner
-from remote_module.runtime.arguments import is_device_map_set, target
-from remote_module.runtime.record import Record
+from remote_module.runtime import owner, registry
+from remote_module.runtime.caller import arguments, failover, pending, replies
+from remote_module.runtime.caller.arguments import is_device_map_set, target
+from remote_module.runtime.caller.failover import Plan
+from remote_module.runtime.caller.record import Record
+from remote_module.runtime.errors import failure
+from remote_module.runtime.owner.state import Recipe, Seat
 
-if TYPE_CHECKING:
-    from remote_module.runtime.failover import Plan
-    from remote_module.runtime.module import RemoteModule
-    from remote_module.runtime.standby import Seat
-
-    T = TypeVar("T", bound="RemoteModule")  # for type checkers only, as in module.py
+T = TypeVar("T", bound=nn.Module)
 
 __all__ = [
     "LOCAL_ATTRIBUTES",
@@ -94,7 +92,7 @@ class Placement:
 
 
 def initialise(
-    remote_module: RemoteModule,
+    remote_module: Any,
     placement: Placement,
     module_rref: Any,
     generated: types.ModuleType,
@@ -107,7 +105,7 @@ def initialise(
     """Give ``remote_module`` its state: the six attributes that cross the wire, in upstream's
     order, then nn.Module's bookkeeping, its options and the generated methods; and its
     record. ``module_rref`` is None while a construction's reply is untaken: it is not in
-    ``__dict__`` then (reading it takes the reply: ``remote_module.runtime.pending``). One
+    ``__dict__`` then (reading it takes the reply: ``remote_module.runtime.caller.pending``). One
     that ``arrived`` over RPC has in its ``__dict__`` exactly what upstream's has (the six,
     then the generated methods; torch's own test compares the keys), plus the options its
     sender set: nn.Module's bookkeeping and the options' defaults it reads from
@@ -131,7 +129,7 @@ def initialise(
     _check_attributes(remote_module, methods)
 
 
-def complete(remote_module: RemoteModule) -> None:
+def complete(remote_module: Any) -> None:
     """Give a RemoteModule that arrived over RPC the state TorchScript reads from its
     ``__dict__`` (nn.Module's bookkeeping, the options), as one built here has it."""
     state = remote_module.__dict__
@@ -142,7 +140,7 @@ def complete(remote_module: RemoteModule) -> None:
         state.setdefault(name, value)
 
 
-def _check_attributes(remote_module: RemoteModule, methods: list[Any]) -> None:
+def _check_attributes(remote_module: Any, methods: list[Any]) -> None:
     """Every attribute either crosses the wire or is known to stay local."""
     names = {method.__name__ for method in methods}
     for name in remote_module.__dict__:
@@ -153,7 +151,7 @@ def _check_attributes(remote_module: RemoteModule, methods: list[Any]) -> None:
 
 
 def construct(
-    remote_module: RemoteModule,
+    remote_module: Any,
     remote_device: str,
     module_cls: Callable[..., nn.Module],
     args: tuple[Any, ...] | None = None,
@@ -176,8 +174,6 @@ def construct(
     wire_dtype = arguments.check_wire_dtype(wire_dtype)
     seats: tuple[Seat, ...] | None = None
     if standby is not None or checkpoint_every is not None:
-        from remote_module.runtime import failover  # (its import: 2 ms, on first need)
-
         seats = failover.seats(
             placement.on, placement.device, remote_device, standby, checkpoint_every
         )
@@ -189,8 +185,6 @@ def construct(
     def new_record(generated: types.ModuleType, module_name: str | None = None) -> Record:
         plan = None
         if seats is not None:
-            from remote_module.runtime.standby import Recipe
-
             recipe = Recipe(
                 module_cls,
                 args,
@@ -213,17 +207,13 @@ def construct(
         # OwnerRRef on the owner for good (torch drops a late reply's RRef bookkeeping). The
         # timeout bounds the first call instead, which waits for the creation on the owner.
         try:
+            recipe, tensors = _internal_rpc_pickler.serialize((module_cls, args, kwargs))
             module_rref = rpc.remote(
-                placement.on,
-                owner.create_module,
-                (module_cls, args, kwargs, placement.device),
-                timeout=0,
+                placement.on, owner.create, (recipe, tensors, placement.device), timeout=0
             )
         except RuntimeError as error:
-            from remote_module.runtime.errors import failure  # on a failure only
-
             raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
-        generated = _without_interface()
+        generated = registry.non_scriptable_module()
         record = new_record(generated)
         initialise(
             remote_module,
@@ -240,32 +230,21 @@ def construct(
     # scripts) the module while this side sets itself up and returns; the first operation
     # that needs the module takes the reply (runtime.pending).
     started = time.monotonic()
-    # these load with the first construction that leaves a reply in flight (an interface's)
-    from remote_module.runtime import pending, registry, replies
-
     module_name = registry.scriptable_module_name(interface_cls, move_tensors)
     wired = wire_dtype is not None
-    creation = (module_cls, args, kwargs, placement.device, interface_cls, module_name, wired)
-
-    load = None
+    creation = (module_cls, args, kwargs, placement.device, interface_cls)
     try:
         future = rpc.rpc_async(
             placement.on,
-            owner.create_interface_module,
+            owner.create_with_interface,
             creation,
             timeout=0,  # bounded when taken; the reply carries an RRef (see runtime.replies)
         )
-        if not pending.owner_has(placement.on, module_name, wired):
-            # The owner's load of the generated module, asked beside the creation, not after
-            # its reply: the owner loads as it creates and as this side sets itself up (a
-            # first call waited ~2 ms more for it after the reply).
-            loading_request = (module_name, interface_cls, move_tensors, wired)
-            load = rpc.rpc_async(
-                placement.on, owner.ensure_generated_module, loading_request, timeout=seconds
-            )
+        # The owner's load of the generated module, beside the creation: it loads as it
+        # creates and as this side sets itself up.
+        loading_request = (module_name, interface_cls, move_tensors, wired)
+        load = rpc.rpc_async(placement.on, owner.load_generated, loading_request, timeout=seconds)
     except RuntimeError as error:
-        from remote_module.runtime.errors import failure  # on a failure only
-
         raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
 
     arrivals = replies.watch(future)  # the reply is judged by when it came, not when looked at
@@ -299,26 +278,22 @@ def from_module_rref(
     seconds = arguments.check_timeout(timeout)
     wire_dtype = arguments.check_wire_dtype(wire_dtype)
     if interface_cls is None:
-        generated = _without_interface()
+        generated = registry.non_scriptable_module()
         initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype)
         return remote_module
     # The owner may never have compiled this interface's remote functions: asked, not awaited
     # (what reaches them waits for it, as after a first construction: runtime.pending).
-    from remote_module.runtime import registry
-
     module_name = registry.scriptable_module_name(interface_cls, move_tensors)
     wired = wire_dtype is not None
     try:
         future = rpc.rpc_async(
             module_rref.owner(),
-            owner.ensure_generated_module,
+            owner.load_generated,
             (module_name, interface_cls, move_tensors, wired),
             timeout=seconds,
         )
     except RuntimeError as error:
         what = "RemoteModule.init_from_module_rref"
-        from remote_module.runtime.errors import failure  # on a failure only
-
         raise failure(error, what, module_rref.owner_name()) from error
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
     record = Record(generated)
@@ -355,7 +330,7 @@ def received(
     return remote_module
 
 
-def options_set(remote_module: RemoteModule) -> dict[str, Any]:
+def options_set(remote_module: Any) -> dict[str, Any]:
     """The options ``remote_module`` was built with that are not their defaults."""
     return {
         name: remote_module.__dict__[name]
@@ -379,12 +354,3 @@ def _placement(
         on = owner_name
     scriptable = interface_cls is not None and _contract.is_script_interface(interface_cls)
     return Placement(on, device, is_device_map_set(on), scriptable), off_cpu
-
-
-def _without_interface() -> types.ModuleType:
-    # The registry loads with the first interface or build-time module (130 objects, 0.15 ms
-    # of the import): until then no module of a user's has registered (contract.register).
-    registry = sys.modules.get("remote_module.runtime.registry")
-    if registry is None:
-        return importlib.import_module(_contract.NON_SCRIPTABLE_MODULE)
-    return registry.non_scriptable_module()

@@ -18,14 +18,18 @@ from torch import nn
 from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.nn.parameter import Parameter
 
+from remote_module import _torchscript
 from remote_module._contract import COUNTING
-from remote_module.runtime import calls, construction, refused
-from remote_module.runtime.record import Record
+from remote_module.runtime import owner
+from remote_module.runtime.caller import construction, failover, pending, pickling, refused
+from remote_module.runtime.caller.record import Record
+from remote_module.runtime.caller.replies import wait_returning_rrefs
+from remote_module.runtime.errors import RemoteFailure
+from remote_module.runtime.values import move_to_device
 
 __all__ = ["RemoteModule"]
 
-if TYPE_CHECKING:  # (at run time its bound, a string, would compile at every import)
-    T = TypeVar("T", bound="RemoteModule")
+T = TypeVar("T", bound="RemoteModule")
 
 
 class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
@@ -58,8 +62,8 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         torch.Size([2, 4])
     """
 
-    # Its record (remote_module.runtime.record): in a slot, not in __dict__, which TorchScript
-    # walks when scripting and upstream's tests compare.
+    # Its record (runtime.caller.record): in a slot, not in __dict__, which TorchScript walks
+    # when scripting and upstream's tests compare.
     __slots__ = ("_rm_record",)
 
     # No class-level attribute annotations at run time: TorchScript would read them as
@@ -87,8 +91,6 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
             # Only for what __dict__ lacks: module_rref while a construction's reply is
             # untaken (taking it: runtime.pending), nn.Module's lookups otherwise.
             if name == "module_rref":
-                from remote_module.runtime import pending
-
                 return pending.module_rref(self)
             return nn.Module.__getattr__(self, name)
 
@@ -97,30 +99,35 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _internal_rpc_pickler._register_reducer(cls, _send_remote_module)
+        _internal_rpc_pickler._register_reducer(cls, pickling.reduce_remote_module)
 
-    if TYPE_CHECKING:  # the constructor's signature, as construction.construct takes it
-
-        def __init__(
+    def __init__(
+        self,
+        remote_device: str,
+        module_cls: Callable[..., nn.Module],
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        module_interface_cls: Any = None,
+        *,
+        _module_interface_cls: Any = None,
+        timeout: float | None = None,
+        wire_dtype: torch.dtype | None = None,
+        standby: list[str] | None = None,
+        checkpoint_every: int | None = None,
+    ) -> None:
+        construction.construct(
             self,
-            remote_device: str,
-            module_cls: Callable[..., nn.Module],
-            args: tuple[Any, ...] | None = None,
-            kwargs: dict[str, Any] | None = None,
-            module_interface_cls: Any = None,
-            *,
-            _module_interface_cls: Any = None,
-            timeout: float | None = None,
-            wire_dtype: torch.dtype | None = None,
-            standby: list[str] | None = None,
-            checkpoint_every: int | None = None,
-        ) -> None: ...
-
-    else:
-        # Short on purpose: torch.jit.script reads and parses __init__'s source on every call.
-        # inspect.signature(RemoteModule) shows construct's (refused.RemoteModuleType).
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            construction.construct(self, *args, **kwargs)  # nn.Module's set-up once sent
+            remote_device,
+            module_cls,
+            args,
+            kwargs,
+            module_interface_cls,
+            _module_interface_cls=_module_interface_cls,
+            timeout=timeout,
+            wire_dtype=wire_dtype,
+            standby=standby,
+            checkpoint_every=checkpoint_every,
+        )
 
     @classmethod
     def init_from_module_rref(
@@ -150,24 +157,18 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
 
     def remote_parameters(self, recurse: bool = True) -> list[rpc.RRef[Parameter]]:
         """RRefs to the remote module's parameters, for ``DistributedOptimizer``."""
-        calls.take_creation(self)  # a failed creation raises as it is named
+        pending.created(self)  # a failed creation raises as it is named
         at = self._rm_record.seat()
         started = time.monotonic()
-        from remote_module.runtime import requests  # with the first request, not the package
-
         try:
             future = rpc.rpc_async(
                 self.module_rref.owner(),
-                requests.parameter_rrefs,
+                owner.parameter_rrefs,
                 (self.module_rref, recurse),
                 timeout=0,
             )
-            from remote_module.runtime.replies import wait_returning_rrefs
-
             return wait_returning_rrefs(future, self.timeout, started)
         except Exception as error:  # the RPC's own error, or what the module raised there
-            from remote_module.runtime import failover  # (its import: 2 ms, on first need)
-
             raise failover.failed(self, error, "remote_parameters", at) from error
 
     def get_module_rref(self) -> rpc.RRef[nn.Module]:
@@ -176,28 +177,21 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
 
     def remote_state_dict(self) -> dict[str, torch.Tensor]:
         """The owner's ``state_dict()``, its tensors on this side's CPU."""
-        from remote_module.runtime import requests
-
-        return self._on_owner("remote_state_dict", requests.state_dict, self.module_rref)
+        return self._on_owner("remote_state_dict", owner.state_dict, self.module_rref)
 
     def load_remote_state_dict(
         self, state_dict: dict[str, torch.Tensor], strict: bool = True
     ) -> Any:
         """``load_state_dict`` on the owner; returns its ``(missing_keys, unexpected_keys)``."""
-        from remote_module.runtime import requests
-        from remote_module.runtime.values import move_to_device
-
         cpu_state = move_to_device(dict(state_dict), torch.device("cpu"))
         return self._on_owner(
-            "load_remote_state_dict", requests.load_state_dict, self.module_rref, cpu_state, strict
+            "load_remote_state_dict", owner.load_state_dict, self.module_rref, cpu_state, strict
         )
 
     def checkpoint(self) -> int:
         """Copy the module's state (``state_dict()`` and ``training``) from the owner to every
         standby, owner to standby directly; its version (1, 2, ...), once every standby
         holds it. Needs ``standby=[...]``."""
-        from remote_module.runtime import failover
-
         return failover.checkpoint(self)
 
     def fail_over(self) -> str:
@@ -205,17 +199,13 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         :meth:`checkpoint` first to carry the newest state); the new owner's worker name.
         TorchScript code that holds this RemoteModule keeps calling the owner it was
         scripted with: script it again."""
-        from remote_module.runtime import failover
-
         return failover.fail_over(self)
 
     def train(self: T, mode: bool = True) -> T:
         """Set training mode on the owner's module and here; returns ``self``."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        from remote_module.runtime import requests
-
-        self._on_owner("train", requests.train, self.module_rref, mode)
+        self._on_owner("train", owner.train, self.module_rref, mode)
         self.training = mode
         return self
 
@@ -252,19 +242,11 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
                 "@torch.jit.interface class as module_interface_cls"
             )
         # Scripted calls go straight to the owner's compiled remote functions.
-        from remote_module.runtime import pending
-
         pending.wait_for_owner(self, "torch.jit.script")
         construction.complete(self)  # what TorchScript reads from __dict__
-        counting = None
-        if self._rm_record.ticket is not None:  # checkpoint_every: its TorchScript calls count
-            from remote_module.runtime import failover
-
-            counting = failover.count_scripted(self)
-        self.__dict__[COUNTING] = counting
-        from remote_module._torchscript import use_script_stubs  # loads with the first scripting
-
-        use_script_stubs(
+        # checkpoint_every: its TorchScript calls are counted (None: TorchScript compiles none)
+        self.__dict__[COUNTING] = failover.count_scripted(self)
+        _torchscript.use_script_stubs(
             self, [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__]
         )
         return self
@@ -319,17 +301,13 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the owner; what it raises there comes back as data and is raised
         here once, named (torch would print it there and put its traceback in the text)."""
-        from remote_module.runtime.errors import RemoteFailure, reporting  # with the first one
-
-        calls.take_creation(self)  # a failed creation raises as it is named
+        pending.created(self)  # a failed creation raises as it is named
         at = self._rm_record.seat()
         try:
             result = rpc.rpc_sync(
-                self.module_rref.owner(), reporting, (fn, *args), timeout=self.timeout
+                self.module_rref.owner(), owner.request, (fn, *args), timeout=self.timeout
             )
         except Exception as error:  # the RPC itself failed: a timeout, a lost owner
-            from remote_module.runtime import failover
-
             raise failover.failed(self, error, method, at) from error
         if isinstance(result, RemoteFailure):
             raise result.error(method, self.module_rref.owner_name())
@@ -339,30 +317,18 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         record = self._rm_record
         if record.type_name is None:
             try:
-                from remote_module.runtime import requests
-
-                record.type_name = self._on_owner("__repr__", requests.type_name, self.module_rref)
+                record.type_name = self._on_owner("__repr__", owner.type_name, self.module_rref)
             except Exception:  # repr() never raises: an owner gone, or its module
                 return "<unreachable>"
         return record.type_name
 
 
 # How torch's RPC pickler sends a RemoteModule, and a scripted module (refused for a scripted
-# RemoteModule): runtime.wire, loaded with the first one sent, not with the package (0.3 ms).
-def _send_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, ...]]:
-    from remote_module.runtime import wire
-
-    return wire.reduce_remote_module(remote_module)
-
-
-def _send_script_module(module: torch.jit.RecursiveScriptModule) -> tuple[Any, tuple[Any, ...]]:
-    from remote_module.runtime import wire
-
-    return wire.reduce_script_module(module)
-
-
-_internal_rpc_pickler._register_reducer(RemoteModule, _send_remote_module)
-_internal_rpc_pickler._register_reducer(torch.jit.RecursiveScriptModule, _send_script_module)
+# RemoteModule): runtime.pickling.
+_internal_rpc_pickler._register_reducer(RemoteModule, pickling.reduce_remote_module)
+_internal_rpc_pickler._register_reducer(
+    torch.jit.RecursiveScriptModule, pickling.reduce_script_module
+)
 # A RemoteModule received over RPC has in its __dict__ exactly what upstream's has (torch's own
 # test compares the keys): nn.Module's bookkeeping and the options' defaults come from here,
 # so that it is still callable as rm(x).
@@ -370,5 +336,4 @@ _class_defaults = {**vars(nn.Module()), **construction.OPTION_DEFAULTS}
 for _name, _value in _class_defaults.items():
     setattr(RemoteModule, _name, _value)
 del _class_defaults, _name, _value
-RemoteModule.__init__._rm_takes = construction.construct  # type: ignore[attr-defined]
 refused.install(RemoteModule)

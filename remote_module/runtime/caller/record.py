@@ -10,33 +10,32 @@ RemoteModule (not in its ``__dict__``, which TorchScript walks and torch's tests
   name for ``repr`` (known at construction, else asked once);
 - ``creation``: with an interface, the construction's request while its reply is untaken,
   and ``pending``, the owner's load of the generated module, while it is in flight (see
-  ``remote_module.runtime.pending``);
+  ``remote_module.runtime.caller.pending``);
 - ``reference``, ``keeper``, ``filing``: the module's key in the owner's table and what keeps
-  it there (see ``remote_module.runtime.keys``);
+  it there (see ``remote_module.runtime.caller.keys``);
 - ``failover``: with standbys, its failover plan (which seat owns it now, who can take over,
   how to build it there), and ``ticket``, what a call tells the owner when it counts calls
-  for ``checkpoint_every`` (see ``remote_module.runtime.failover``).
+  for ``checkpoint_every`` (see ``remote_module.runtime.caller.failover``).
 
-Each field has one owner of its transitions: ``creation`` is set by the constructor and
-taken by ``remote_module.runtime.pending``, which sets and clears ``pending`` (set by
-``init_from_module_rref`` too); the three key
-fields by ``remote_module.runtime.keys``; a promotion (``remote_module.runtime.failover``)
-changes the owner, in one place, and resets them; the rest is set once, by
-``remote_module.runtime.construction``.
+Each field has one owner of its transitions (modules of ``remote_module.runtime.caller``):
+``creation`` is set by the constructor and taken by ``pending``, which sets and clears
+``pending`` (set by ``init_from_module_rref`` too); the three key fields by ``keys``; a
+promotion (``failover``) changes the owner, in one place, and resets them; the rest is set
+once, by ``construction``. :class:`Creation` and :class:`Plan` are parts of the record.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from torch.futures import Future
 
-if TYPE_CHECKING:
-    from remote_module.runtime.failover import Plan
-    from remote_module.runtime.pending import Creation
+from remote_module.runtime.owner.state import Recipe, Seat, Ticket
 
-__all__ = ["Record"]
+__all__ = ["Creation", "Plan", "Promotion", "Record"]
 
 
 class Record:
@@ -93,3 +92,72 @@ class Record:
     def module_name(self) -> str:
         """The generated module's name, which the owner loads it under too."""
         return self.generated.__name__
+
+
+class Creation:
+    """A construction's request to the owner, in flight (or failed: ``error``)."""
+
+    __slots__ = ("arrivals", "creator", "error", "future", "lock", "started")
+
+    def __init__(
+        self,
+        future: Future[Any],
+        started: float,
+        arrivals: queue.SimpleQueue[float],
+        creator: str,
+    ) -> None:
+        self.future: Future[Any] | None = future
+        self.started = started  # time.monotonic() when it was sent
+        self.arrivals = arrivals  # when the reply came (replies.watch)
+        self.creator = creator  # the name of module_cls, for errors
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()  # one thread takes the reply; the others find it taken
+
+
+class Promotion(NamedTuple):
+    """One promotion this holder saw: who failed, who took over, with which checkpoint."""
+
+    failed_owner: str
+    new_owner: str
+    checkpoint_version: int | None
+
+
+class Plan:
+    """A RemoteModule's failover plan, on one holder (see the module docstring)."""
+
+    __slots__ = ("every", "identity", "last", "lock", "position", "recipe", "seats", "ticket")
+
+    def __init__(
+        self,
+        identity: str,
+        seats: tuple[Seat, ...],
+        position: int,
+        every: int | None,
+        recipe: Recipe,
+    ) -> None:
+        self.identity = identity
+        self.seats = seats
+        self.position = position  # the seat that owns the module now
+        self.every = every
+        self.recipe = recipe
+        self.lock = threading.Lock()  # one promotion at a time on this holder
+        self.last: Promotion | None = None  # the newest promotion this holder made or met
+        self.ticket = self._ticket()
+
+    def _ticket(self) -> Ticket:
+        return Ticket(self.identity, self.position, self.every, self.standby_workers())
+
+    def standby_workers(self) -> tuple[str, ...]:
+        return tuple(seat.worker for seat in self.seats[self.position + 1 :])
+
+    def standby_texts(self) -> list[str]:
+        return [seat.text for seat in self.seats[self.position + 1 :]]
+
+    def sent(self) -> tuple[Any, ...]:
+        """What travels with a copy sent over RPC (see :meth:`received`)."""
+        return (self.identity, self.seats, self.position, self.every, self.recipe)
+
+    @classmethod
+    def received(cls, sent: tuple[Any, ...]) -> Plan:
+        identity, seats, position, every, recipe = sent
+        return cls(identity, tuple(Seat(*seat) for seat in seats), position, every, recipe)

@@ -2,22 +2,21 @@
 ``init_from_module_rref``, the typed ``Remote<Interface>`` classes): each rule and its
 message in one place. For ``remote_device``: the owner and device a construction reads of it
 (:func:`target`), whether RPC has a device map to that worker, its ``WorkerInfo``, and the
-warning where it names another worker than a given RRef's owner; the public parser,
-``parse_remote_device``, is ``remote_module.runtime.remote_device``, loaded on first use."""
+warning where it names another worker than a given RRef's owner (the parser is
+``remote_module.runtime.remote_device``)."""
 
 from __future__ import annotations
 
-import functools
 import numbers
 import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.distributed.rpc as rpc
 
-if TYPE_CHECKING:
-    from remote_module.runtime.module import RemoteModule
+from remote_module.runtime.errors import UnknownWorkerError
+from remote_module.runtime.remote_device import parse_remote_device
 
 __all__ = [
     "callable_name",
@@ -34,7 +33,7 @@ __all__ = [
 _UNSET_TIMEOUT = float(rpc.constants.UNSET_RPC_TIMEOUT)
 
 
-def pick_interface(cls: type[RemoteModule], module_interface_cls: Any, legacy: Any) -> Any:
+def pick_interface(cls: type[Any], module_interface_cls: Any, legacy: Any) -> Any:
     """The interface a RemoteModule of class ``cls`` is built with: the one given (by either
     keyword), or the one a typed class is bound to."""
     if (
@@ -103,44 +102,15 @@ def callable_name(fn: Any) -> str:
 
 def target(remote_device: str) -> tuple[str | int, str, bool]:
     """The owner, the device's text, and whether it is not the CPU: what a construction needs
-    of ``remote_device``, which it parses as ``parse_remote_device`` does."""
-    if type(remote_device) is not str:
-        from remote_module.runtime.remote_device import parse_remote_device
-
-        parse_remote_device(remote_device)  # raises: not a string
-    return _target(remote_device)
-
-
-# Every construction asks; a program uses a handful of remote devices.
-@functools.lru_cache(maxsize=256)
-def _target(remote_device: str) -> tuple[str | int, str, bool]:
-    owner, _, device = remote_device.partition("/")
-    if device == "cpu" and owner and owner.isascii() and owner.isprintable() and ":" not in owner:
-        # "<workername>/cpu", as the parser reads it, without torch.device and the parse: in a
-        # fresh process they cost more than everything else before the request.
-        return (owner, "cpu", False)
-    from remote_module.runtime.remote_device import parse_remote_device
-
+    of ``remote_device``."""
     parsed = parse_remote_device(remote_device)
     return (parsed.on, str(parsed.device), parsed.device.type != "cpu")
 
 
 def is_device_map_set(on: str | int) -> bool:
-    """Whether the current RPC agent has a device map to ``on`` (which must be a worker): fixed
-    for an agent's lifetime, so asked once per agent and owner."""
+    """Whether the current RPC agent has a device map to ``on`` (which must be a worker)."""
     agent = rpc._get_current_rpc_agent()
-    if _device_maps_of[0] is not agent:
-        _device_maps.clear()
-        _device_maps_of[0] = agent
-    known = _device_maps.get(on)
-    if known is None:
-        known = _device_maps[on] = bool(agent._get_device_map(_worker_info(agent, on)))
-    return known
-
-
-# owner -> whether the agent in _device_maps_of has a device map to it
-_device_maps: dict[str | int, bool] = {}
-_device_maps_of: list[Any] = [None]
+    return bool(agent._get_device_map(_worker_info(agent, on)))
 
 
 def worker_info(on: str | int) -> Any:
@@ -160,8 +130,6 @@ def _worker_info(agent: Any, on: str | int) -> Any:
             if info.id == on:
                 return info
         unknown = f"no RPC worker has rank {on}"
-    from remote_module.runtime.errors import UnknownWorkerError  # on a failure only
-
     raise UnknownWorkerError(f"RemoteModule: {unknown}") from None
 
 

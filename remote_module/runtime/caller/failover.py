@@ -5,7 +5,7 @@ A RemoteModule built with ``standby=[...]`` has a :class:`Plan` in its record: i
 (made once, at construction), its *seats* (the owner, then each standby, in order), the seat
 that owns it now, and the recipe that builds it (``module_cls``, its arguments, the interface).
 The plan travels with every copy sent over RPC. Three sides; the owner's and the standby's
-are ``remote_module.runtime.standby``, the holder's is here:
+are ``remote_module.runtime.owner`` (its ``checkpoints``), the holder's is here:
 
 - **the owner** cuts checkpoints (its module's ``state_dict()`` and ``training`` flag), on
   ``rm.checkpoint()`` or by itself after every N-th call (``checkpoint_every``), and sends
@@ -34,27 +34,28 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 import torch.distributed.rpc as rpc
 from torch.futures import Future
 
-from remote_module.runtime import keys, standby
-from remote_module.runtime.arguments import is_device_map_set, target, worker_info
+from remote_module.runtime import owner
+from remote_module.runtime.caller import keys
+from remote_module.runtime.caller.arguments import is_device_map_set, target, worker_info
+from remote_module.runtime.caller.record import Plan, Promotion, Record
+from remote_module.runtime.caller.replies import wait_returning_rrefs
 from remote_module.runtime.errors import (
     CreationFailure,
     OwnerFailover,
     RemoteFailure,
     failure,
     owner_gone,
+    short,
 )
-from remote_module.runtime.record import Record
-from remote_module.runtime.replies import wait_returning_rrefs
-from remote_module.runtime.standby import Recipe, Seat, Ticket, short
+from remote_module.runtime.owner.state import Recipe, Seat
 
 __all__ = [
-    "Plan",
     "checkpoint",
     "fail_over",
     "failed",
@@ -63,55 +64,6 @@ __all__ = [
     "off_cpu",
     "seats",
 ]
-
-
-class Promotion(NamedTuple):
-    """One promotion this holder saw: who failed, who took over, with which checkpoint."""
-
-    failed_owner: str
-    new_owner: str
-    checkpoint_version: int | None
-
-
-class Plan:
-    """A RemoteModule's failover plan, on one holder (see the module docstring)."""
-
-    __slots__ = ("every", "identity", "last", "lock", "position", "recipe", "seats", "ticket")
-
-    def __init__(
-        self,
-        identity: str,
-        seats: tuple[Seat, ...],
-        position: int,
-        every: int | None,
-        recipe: Recipe,
-    ) -> None:
-        self.identity = identity
-        self.seats = seats
-        self.position = position  # the seat that owns the module now
-        self.every = every
-        self.recipe = recipe
-        self.lock = threading.Lock()  # one promotion at a time on this holder
-        self.last: Promotion | None = None  # the newest promotion this holder made or met
-        self.ticket = self._ticket()
-
-    def _ticket(self) -> Ticket:
-        return Ticket(self.identity, self.position, self.every, self.standby_workers())
-
-    def standby_workers(self) -> tuple[str, ...]:
-        return tuple(seat.worker for seat in self.seats[self.position + 1 :])
-
-    def standby_texts(self) -> list[str]:
-        return [seat.text for seat in self.seats[self.position + 1 :]]
-
-    def sent(self) -> tuple[Any, ...]:
-        """What travels with a copy sent over RPC (see :meth:`received`)."""
-        return (self.identity, self.seats, self.position, self.every, self.recipe)
-
-    @classmethod
-    def received(cls, sent: tuple[Any, ...]) -> Plan:
-        identity, seats, position, every, recipe = sent
-        return cls(identity, tuple(Seat(*seat) for seat in seats), position, every, recipe)
 
 
 # --- Construction ----------------------------------------------------------------------------
@@ -223,7 +175,7 @@ def fail_over(remote_module: Any) -> str:
         ) from None
     # A planned move: the old owner, alive, stops checkpointing (best effort, not awaited).
     try:
-        rpc.rpc_async(plan.seats[at].worker, standby.retire, (plan.identity, at))
+        rpc.rpc_async(plan.seats[at].worker, owner.retire, (plan.identity, at))
     except RuntimeError:
         pass
     return promotion.new_owner
@@ -247,7 +199,7 @@ def _take_over(remote_module: Any, plan: Plan, at: int) -> Promotion:
             request = (plan.identity, plan.recipe, plan.seats, candidate, plan.every)
             started = time.monotonic()
             try:
-                future = rpc.rpc_async(seat.worker, standby.promote, request, timeout=0)
+                future = rpc.rpc_async(seat.worker, owner.promote, request, timeout=0)
                 reply = wait_returning_rrefs(future, timeout, started)  # the reply is an RRef
             except Exception as error:  # gone, unreachable or too slow: the next one
                 tried.append(f"{seat.worker!r}: {short(error)}")
@@ -325,7 +277,7 @@ def checkpoint(remote_module: Any) -> int:
     try:
         reply = rpc.rpc_sync(
             remote_module.module_rref.owner(),
-            standby.cut_checkpoint,
+            owner.cut_checkpoint,
             (remote_module.module_rref, tuple(plan.ticket)),
             timeout=remote_module.timeout,
         )
@@ -337,7 +289,9 @@ def checkpoint(remote_module: Any) -> int:
 
 
 # identity -> [calls not yet told, the module's RRef, the ticket]: the calls that scripted
-# holders of this process send from TorchScript (kept for the process's life, as checkpoints)
+# holders of this process send from TorchScript (kept while the process lives: a scripted
+# model outlives the Python RemoteModule it was scripted from, and TorchScript passes only
+# the identity).
 _scripted: dict[str, list[Any]] = {}
 _scripted_lock = threading.Lock()
 
@@ -355,7 +309,8 @@ def count_scripted(remote_module: Any) -> str | None:
 
 
 def scripted_call(identity: str) -> None:
-    """Count one call sent from TorchScript; at every N-th, tell the owner."""
+    """Count one call sent from TorchScript; at every N-th, tell the owner, which counts them
+    with every other holder's (``owner.counted_elsewhere``)."""
     with _scripted_lock:
         entry = _scripted.get(identity)
         if entry is None:
@@ -367,6 +322,6 @@ def scripted_call(identity: str) -> None:
         entry[0] = 0
         module_rref, ticket = entry[1], entry[2]
     try:
-        rpc.rpc_async(module_rref.owner(), standby.counted_elsewhere, (module_rref, ticket, every))
+        rpc.rpc_async(module_rref.owner(), owner.counted_elsewhere, (module_rref, ticket, every))
     except RuntimeError:  # the owner gone: the call itself says so
         pass

@@ -2,34 +2,35 @@
 
 Exactly the six attributes of :data:`PICKLED_ATTRIBUTES` travel, in that order, then the
 options the RemoteModule was built with, where set (``timeout``, ``wire_dtype``, ``standby``),
-and with standbys its failover plan (``remote_module.runtime.failover``); the generated
+and with standbys its failover plan (``remote_module.runtime.caller.failover``); the generated
 methods travel as the name of their generated module (plus the interface and the
 device-movement flag), which the receiver loads and installs. A scripted RemoteModule may not
 travel (upstream's rule and text); Python pickling of a RemoteModule is refused by the class.
 
-This module loads with the first RemoteModule (or scripted module) sent: the class registers
-the reducers with torch's RPC pickler and imports this module from them (``runtime.module``).
+A RemoteModule travels as ``owner.receive`` and then this module's :func:`_rebuild`: the
+receiving process meets the owner side first, which loads the whole of remote_module before
+anything else in the message is unpickled (see ``remote_module.runtime.owner``). A scripted
+module travels as ``owner.load_script_module`` and its saved bytes.
 """
 
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed.rpc as rpc
 
 from remote_module import _contract
-from remote_module.runtime import pending, registry
-from remote_module.runtime.construction import (
+from remote_module.runtime import owner, registry
+from remote_module.runtime.caller import pending
+from remote_module.runtime.caller.construction import (
     PICKLED_ATTRIBUTES,
     Placement,
     options_set,
     received,
 )
-
-if TYPE_CHECKING:
-    from remote_module.runtime.module import RemoteModule
+from remote_module.runtime.caller.failover import Plan
 
 __all__ = ["PICKLED_ATTRIBUTES", "reduce_remote_module", "reduce_script_module"]
 
@@ -48,7 +49,7 @@ class _GeneratedMethods(NamedTuple):
     move_tensors: bool
 
 
-def reduce_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, ...]]:
+def reduce_remote_module(remote_module: Any) -> tuple[Any, tuple[Any, ...]]:
     """A RemoteModule (or subclass) as RPC sends it, as described above."""
     # The receiver calls the owner's remote functions at once: they must be there.
     pending.wait_for_owner(remote_module, "sending over RPC")
@@ -64,11 +65,15 @@ def reduce_remote_module(remote_module: RemoteModule) -> tuple[Any, tuple[Any, .
     options = options_set(remote_module)  # only where set
     plan = remote_module._rm_record.failover  # with standbys: who can take over, and how
     sent_plan = None if plan is None else plan.sent()
-    return _receive_remote_module, (type(remote_module), *values.values(), options, sent_plan)
+    # Its class by name: a typed class lives in a generated package, imported top-down.
+    cls = (type(remote_module).__module__, type(remote_module).__qualname__)
+    return owner.receive, (_rebuild, cls, *values.values(), options, sent_plan)
 
 
-def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModule:
+def _rebuild(cls_name: tuple[str, str], *values: Any) -> Any:
+    """The RemoteModule a message carried, on its receiver (through ``owner.receive``)."""
     *sent, options, sent_plan = values
+    cls = getattr(registry.import_generated(cls_name[0]), cls_name[1])
     attributes = dict(zip(PICKLED_ATTRIBUTES, sent, strict=True))
     spec = attributes.pop("generated_methods")
     module_rref = rpc.PyRRef._deserialize(attributes.pop("module_rref"))
@@ -76,11 +81,7 @@ def _receive_remote_module(cls: type[RemoteModule], *values: Any) -> RemoteModul
     module_name, interface_cls, move_tensors = spec
     wired = "wire_dtype" in options
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wire=wired)
-    plan = None
-    if sent_plan is not None:
-        from remote_module.runtime import failover  # (its import: 2 ms, on first need)
-
-        plan = failover.Plan.received(sent_plan)
+    plan = None if sent_plan is None else Plan.received(sent_plan)
     return received(cls, Placement(**attributes), generated, module_rref, options, plan)
 
 
@@ -90,8 +91,4 @@ def reduce_script_module(module: torch.jit.RecursiveScriptModule) -> tuple[Any, 
         raise RuntimeError(_SCRIPTED_OVER_RPC_ERROR)
     buffer = io.BytesIO()
     torch.jit.save(module, buffer)
-    return _load_script_module, (buffer.getvalue(),)
-
-
-def _load_script_module(data: bytes) -> torch.jit.ScriptModule:
-    return torch.jit.load(io.BytesIO(data))
+    return owner.load_script_module, (buffer.getvalue(),)

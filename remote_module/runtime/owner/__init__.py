@@ -1,0 +1,389 @@
+"""The owner side: everything a message runs for remote_module on the process it reaches.
+
+Every function a message names is defined in this module, and no message names anything of
+ours before it: generated remote functions travel as their module's and their own names
+(:func:`call` finds them), a RemoteModule sent over RPC travels as :func:`receive` and its
+state. A process that first meets remote_module through messages (an owner started with
+plain ``init_rpc``, a worker that first receives a RemoteModule) therefore imports it through
+this module alone: importing it imports its parents first, and ``remote_module``'s
+``__init__`` loads the whole runtime, caller side included, before any message's own code
+runs. However many first messages arrive at once, their threads wait on this one module's
+import lock; none can hold a submodule's lock while another holds the package's, which is
+how Python hands out half-initialised modules.
+
+What the owner keeps lives in :data:`remote_module.runtime.owner.state.STATE`; the key table
+is ``table``, checkpoints and the standby's store ``checkpoints``, module creation
+``creation``. Calls counted for ``checkpoint_every`` are counted by
+``checkpoints.count``, from :func:`counted`, :func:`keyed_module` and
+:func:`counted_elsewhere`, and their checkpoints sent from here.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed.rpc as rpc
+from torch import nn
+from torch.distributed.rpc.internal import _internal_rpc_pickler
+from torch.futures import Future
+from torch.nn.parameter import Parameter
+
+from remote_module import _contract, _torchscript
+from remote_module.runtime import registry, values
+from remote_module.runtime.errors import CreationFailure, RemoteFailure, creation_failure, short
+from remote_module.runtime.owner import checkpoints, table
+from remote_module.runtime.owner.creation import create_module, local_module, owned_rref
+from remote_module.runtime.owner.state import Owned, Recipe, Seat
+
+__all__ = [
+    "FirstReply",
+    "call",
+    "call_wired",
+    "counted",
+    "counted_elsewhere",
+    "create",
+    "create_with_interface",
+    "cut_checkpoint",
+    "file_keyed",
+    "first_call",
+    "keep_checkpoint",
+    "keyed_module",
+    "load_generated",
+    "load_script_module",
+    "load_state_dict",
+    "parameter_rrefs",
+    "promote",
+    "receive",
+    "request",
+    "retire",
+    "state_dict",
+    "train",
+    "type_name",
+]
+
+# The reply to a RemoteModule's first eager call: the result and the module's key in the
+# table (None when it has none), or why the module could not be created.
+FirstReply = tuple[Any, int | None] | CreationFailure
+
+# A remote function as a message names it: (generated module, function), or one of ours here.
+RemoteFunction = tuple[str, str] | Callable[..., Any]
+
+
+# --- Creating a module ---------------------------------------------------------------------------
+
+
+def create(recipe: bytes, tensors: list[torch.Tensor], device: str) -> nn.Module:
+    """A RemoteModule without an interface: the value of its ``rpc.remote``. ``module_cls``
+    and its arguments arrive pickled inside the message (``recipe`` and its ``tensors``, as
+    torch's RPC pickler splits them) and are unpickled here: an import that fails on this
+    owner (``module_cls``'s module, say) then fails the creation, which the module's RRef
+    holds and the first call reports at once. Unpickled with the message, it would fail
+    before torch made the RRef's owner side, and every call would wait out its timeout."""
+    unpickled = _internal_rpc_pickler.deserialize(recipe, tensors)
+    if isinstance(unpickled, BaseException):  # torch's pickler returns a missing name's error
+        raise unpickled
+    module_cls, args, kwargs = unpickled
+    return create_module(module_cls, args, kwargs, device)
+
+
+def create_with_interface(
+    module_cls: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    device: str,
+    interface_cls: Any,
+) -> rpc.RRef[Any] | CreationFailure:
+    """Create the module; for a TorchScript interface, script it and reply with an
+    interface-typed RRef to it, for a Protocol a plain RRef. When ``module_cls`` fails, why
+    (as data). The generated module is loaded by :func:`load_generated`, which the caller
+    sends beside this request."""
+    scripted = _contract.is_script_interface(interface_cls)
+    if scripted:
+        _torchscript.warm_executor()  # its calls will run TorchScript here: begin its set-up
+    try:
+        module = create_module(module_cls, args, kwargs, device)
+        module_rref = owned_rref(module, interface_cls, scripted, "on its owner")
+    except Exception as error:
+        return CreationFailure(type(error).__name__, str(error))
+    return module_rref
+
+
+def load_generated(
+    module_name: str, interface_cls: Any, move_tensors: bool, wire: bool = False
+) -> None:
+    """Make sure this owner can run the remote functions of ``module_name``."""
+    registry.ensure_module(module_name, interface_cls, move_tensors, wire)
+
+
+# --- Calls ---------------------------------------------------------------------------------------
+
+
+def call(function: RemoteFunction, *prefix_and_args: Any, **kwargs: Any) -> Any:
+    """A call of an eager RemoteModule's method: the remote function (found by its module's
+    and its own names) with the call prefix (the module's key) and the call's arguments."""
+    return _function(function)(*prefix_and_args, **kwargs)
+
+
+def first_call(
+    function: RemoteFunction, module_rref: rpc.RRef[Any], *rest: Any, **kwargs: Any
+) -> FirstReply:
+    """A RemoteModule's first eager call: file the module under a new key (``table.file``),
+    then call ``function`` as later calls will, with that key (``rest``: the call prefix after
+    the RRef, then the call's own arguments)."""
+    try:
+        module = module_rref.local_value()
+    except Exception as error:  # the creation failed; the RRef holds its remote error
+        return creation_failure(error)
+    key = table.file(module)
+    reference: Any = module_rref if key is None else key
+    return _function(function)(reference, *rest, **kwargs), key
+
+
+def call_wired(
+    reference: Any,
+    device: str,
+    is_device_map_set: bool,
+    function: RemoteFunction,
+    wire_dtype: torch.dtype,
+    carried: list[torch.Tensor],
+    *args: Any,
+    **kwargs: Any,
+) -> tuple[Any, list[torch.Tensor]]:
+    """A Python call of a RemoteModule with a ``wire_dtype``, in place of its remote function
+    and with the same call prefix: the arguments' floating tensors back to the dtypes in
+    ``carried``, the function run, the result's floating tensors cast to ``wire_dtype``; the
+    reply is the result and the dtypes it carries. A scripted module returns NamedTuples in
+    TorchScript's rendering, which cannot be pickled: they go back as plain tuples, which the
+    generated method decodes as it does a TorchScript reply."""
+    remote_fn = _function(function)
+    args = values.restore_from_wire(args, carried)
+    if kwargs:
+        kwargs = values.restore_from_wire(kwargs, carried)
+    result = remote_fn(reference, device, is_device_map_set, *args, **kwargs)
+    back: list[torch.Tensor] = []
+    named = not _in_script_family(remote_fn)
+    return values.cast_to_wire(result, wire_dtype, back, named), back
+
+
+def counted(
+    reference: Any,
+    device: str,
+    is_device_map_set: bool,
+    ticket: tuple[Any, ...],
+    function: RemoteFunction,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """A call of a RemoteModule with ``checkpoint_every``, in place of its remote function and
+    with the same call prefix: run it, count it, and after every N-th call start a checkpoint
+    in the background (the reply does not wait)."""
+    result = _function(function)(reference, device, is_device_map_set, *args, **kwargs)
+    if type(reference) is int:
+        module = table.module_for(reference)  # an eager module's key (never a scripted one's)
+    else:
+        module = local_module(reference)
+    owned = checkpoints.owned_for(ticket)
+    _send_if_due(owned, checkpoints.count(owned, module))
+    return result
+
+
+def file_keyed(
+    module_rref: rpc.RRef[Any],
+    module_name: str,
+    interface_cls: Any,
+    move_tensors: bool,
+    ticket: tuple[Any, ...] | None = None,
+) -> tuple[int, rpc.RRef[table.Keeper]]:
+    """File a scripted module for the keyed remote functions of ``module_name`` (compiled here
+    first), its keyed calls counted for ``ticket``'s checkpoints where given: its key, and
+    the keeper that holds it there."""
+    registry.ensure_module(module_name, interface_cls, move_tensors, keyed=True)
+    owned = None if ticket is None else checkpoints.owned_for(ticket)
+    return table.file_keyed(module_rref.local_value(), owned)
+
+
+def keyed_module(key: int) -> Any:
+    """The module filed under ``key``: what every keyed call of a scripted module looks up (a
+    ``@torch.jit.ignore`` function of its generated module calls this), counted here where
+    its filing asked."""
+    module, owned = table.keyed_module(key)
+    if owned is not None:
+        _send_if_due(owned, checkpoints.count(owned, module))
+    return module
+
+
+def _function(function: RemoteFunction) -> Callable[..., Any]:
+    """The remote function a message names: a generated module's (imported, top-down, if this
+    process has not yet), or one of this module's."""
+    if type(function) is not tuple:
+        return function  # type: ignore[return-value]
+    module_name, name = function
+    module = sys.modules.get(module_name)
+    if module is None or getattr(module.__spec__, "_initializing", False):
+        module = registry.import_generated(module_name)
+    return getattr(module, name)
+
+
+def _in_script_family(remote_fn: Callable[..., Any]) -> bool:
+    module = sys.modules.get(getattr(remote_fn, "__module__", ""))
+    interface_cls = getattr(module, _contract.INTERFACE_CLASS, None)
+    return interface_cls is not None and _contract.is_script_interface(interface_cls)
+
+
+# --- A RemoteModule's own requests ---------------------------------------------------------------
+
+
+def request(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run one of the requests below; an exception it raises comes back as a
+    :class:`RemoteFailure` (torch would print its traceback here and put it in the text)."""
+    try:
+        return fn(*args)
+    except Exception as error:
+        return RemoteFailure(type(error).__name__, str(error), traceback.format_exc())
+
+
+def parameter_rrefs(module_rref: rpc.RRef[Any], recurse: bool) -> list[rpc.RRef[Parameter]]:
+    return [rpc.RRef(param) for param in local_module(module_rref).parameters(recurse)]
+
+
+def state_dict(module_rref: rpc.RRef[Any]) -> dict[str, torch.Tensor]:
+    state = local_module(module_rref).state_dict()
+    return collections.OrderedDict((key, value.detach().cpu()) for key, value in state.items())
+
+
+def load_state_dict(module_rref: rpc.RRef[Any], state: dict[str, Any], strict: bool) -> Any:
+    result = local_module(module_rref).load_state_dict(state, strict=strict)
+    return (list(result.missing_keys), list(result.unexpected_keys))
+
+
+def train(module_rref: rpc.RRef[Any], mode: bool) -> None:
+    local_module(module_rref).train(mode)
+
+
+def type_name(module_rref: rpc.RRef[Any]) -> str:
+    module = local_module(module_rref)
+    return getattr(module, "original_name", None) or type(module).__qualname__
+
+
+# --- Checkpoints and standbys --------------------------------------------------------------------
+
+
+def counted_elsewhere(module_rref: rpc.RRef[Any], ticket: tuple[Any, ...], calls: int) -> None:
+    """``calls`` calls that a scripted holder sent from TorchScript, counted there and told
+    here every N-th: counted as :func:`counted` counts one."""
+    owned = checkpoints.owned_for(ticket)
+    _send_if_due(owned, checkpoints.count(owned, local_module(module_rref), calls))
+
+
+@rpc.functions.async_execution
+def cut_checkpoint(module_rref: rpc.RRef[Any], ticket: tuple[Any, ...]) -> Future[Any]:
+    """``rm.checkpoint()`` on the owner: the version, once every standby holds it; a
+    :class:`RemoteFailure` naming a standby that did not take it."""
+    answer: Future[Any] = Future()
+    try:
+        owned = checkpoints.owned_for(ticket)
+        standbys = owned.ticket.standbys
+        if owned.retired:
+            raise RuntimeError("this worker is no longer the owner: fail_over() moved the module")
+        sending = _send(owned, checkpoints.snapshot(local_module(module_rref)))
+    except Exception as error:
+        text = "".join(traceback.format_exception(error))
+        answer.set_result(RemoteFailure(type(error).__name__, str(error), text))
+        return answer
+
+    def replied(done: Future[list[Any]]) -> None:
+        version, *futures = done.wait()
+        missed = []
+        for worker, future in zip(standbys, futures, strict=True):
+            try:
+                future.wait()
+            except Exception as error:
+                missed.append(f"standby {worker!r}: {short(error)}")
+        if missed:
+            text = f"checkpoint {version} did not reach every standby ({'; '.join(missed)})"
+            answer.set_result(RemoteFailure("RuntimeError", text, ""))
+        else:
+            answer.set_result(version)
+
+    sending.add_done_callback(replied)
+    return answer
+
+
+def keep_checkpoint(
+    identity: str, seat: int, version: int, state: dict[str, torch.Tensor], training: bool
+) -> bool:
+    """On a standby: a checkpoint from the owner at ``seat`` (``checkpoints.keep``)."""
+    return checkpoints.keep(identity, seat, version, state, training)
+
+
+def promote(
+    identity: str, recipe: Recipe, seats: tuple[Seat, ...], at: int, every: int | None
+) -> tuple[rpc.RRef[Any], int | None, int] | CreationFailure:
+    """On a standby: take the module over, once (``checkpoints.promote``)."""
+    return checkpoints.promote(identity, recipe, seats, at, every)
+
+
+def retire(identity: str, position: int) -> None:
+    """On the old owner after ``fail_over()``: no more checkpoints of ``identity``."""
+    checkpoints.retire(identity, position)
+
+
+def _send_if_due(owned: Owned, due: checkpoints.Snapshot | None) -> None:
+    """Send a snapshot that came due in the background, unless one is on its way; then it goes
+    next (the newest only)."""
+    if due is None:
+        return
+    with owned.lock:
+        if owned.busy:
+            owned.queued = due
+            return
+        owned.busy = True
+    _send_in_background(owned, due)
+
+
+def _send_in_background(owned: Owned, snapshot: checkpoints.Snapshot) -> None:
+    def sent(_: Future[Any]) -> None:
+        with owned.lock:
+            following, owned.queued = owned.queued, None
+            owned.busy = following is not None
+        if following is not None:
+            _send_in_background(owned, following)
+
+    try:
+        _send(owned, snapshot).add_done_callback(sent)
+    except Exception:  # a standby gone: the next checkpoint tries again
+        with owned.lock:
+            owned.busy = False
+
+
+def _send(owned: Owned, snapshot: checkpoints.Snapshot) -> Future[list[Any]]:
+    """Send ``snapshot`` to every standby as the next version; a future of each one's reply."""
+    with owned.lock:
+        owned.version += 1
+        version = owned.version
+    ticket = owned.ticket
+    state, training = snapshot
+    message = (ticket.identity, ticket.position, version, state, training)
+    futures = [rpc.rpc_async(worker, keep_checkpoint, message) for worker in ticket.standbys]
+    done: Future[list[Any]] = torch.futures.collect_all(futures)
+    return done.then(lambda _: [version, *futures])
+
+
+# --- What arrives in a message's arguments -------------------------------------------------------
+
+
+def receive(rebuild: Callable[..., Any], *sent: Any) -> Any:
+    """A RemoteModule that arrived in a message: ``rebuild(*sent)`` (its caller-side
+    initialiser, named after this module in the message, so this module loads first)."""
+    return rebuild(*sent)
+
+
+def load_script_module(data: bytes) -> torch.jit.ScriptModule:
+    """A scripted module that arrived in a message (saved by the sender)."""
+    return torch.jit.load(io.BytesIO(data))

@@ -1,0 +1,70 @@
+"""Creating a RemoteModule's module on this process (its owner, or a standby taking over), and
+reaching a module an RRef owns here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed.rpc as rpc
+from torch import nn
+
+from remote_module import _torchscript
+
+__all__ = ["create_module", "local_module", "owned_rref"]
+
+
+def create_module(
+    module_cls: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], device: str
+) -> nn.Module:
+    """``module_cls(*args, **kwargs)`` on ``device``; the value of the RemoteModule's RRef."""
+    module = module_cls(*args, **kwargs)
+    if not isinstance(module, nn.Module):
+        raise ValueError(
+            "Expect `module_cls(*args, **kwargs)` returns an instance of <class nn.Module>, "
+            f"but it returns an instance of {type(module)}."
+        )
+    if device != "cpu" or not _plain_module_on_cpu(module):
+        module = module.to(device)
+    return module
+
+
+def owned_rref(module: nn.Module, interface_cls: Any, scripted: bool, where: str) -> rpc.RRef[Any]:
+    """An RRef to ``module`` for its RemoteModule: for a TorchScript interface the module
+    scripted (``where`` says where, for errors) and the RRef typed as the interface, which
+    TorchScript checks; else a plain RRef (a Protocol, or TorchScript disabled)."""
+    if scripted and not isinstance(module, torch.jit.ScriptModule):
+        module = _torchscript.script_module(
+            module, f"scripting {type(module).__qualname__} {where}"
+        )
+    if scripted and isinstance(module, torch.jit.ScriptModule):
+        return rpc.RRef(module, interface_cls)
+    return rpc.RRef(module)
+
+
+def local_module(module_rref: rpc.RRef[Any]) -> nn.Module:
+    """The module an RRef owns here; an interface-typed RRef yields the bare C++ script module,
+    which gets its Python wrapper back (``train``, ``state_dict``, ``parameters``)."""
+    module = module_rref.local_value()
+    if isinstance(module, torch._C.ScriptModule):
+        return torch.jit._recursive.wrap_cpp_module(module)
+    return module
+
+
+def _plain_module_on_cpu(module: nn.Module) -> bool:
+    """Whether ``module.to("cpu")`` would change nothing: no ``to``/``_apply`` of its own and
+    every parameter and buffer on the CPU (``.to()`` walks every submodule and tensor even
+    then, at a cost comparable to creating a small module)."""
+    pending = [module]
+    while pending:
+        current = pending.pop()
+        cls = type(current)
+        if cls.to is not nn.Module.to or cls._apply is not nn.Module._apply:
+            return False
+        for tensors in (current._parameters, current._buffers):
+            for tensor in tensors.values():
+                if tensor is not None and not tensor.is_cpu:
+                    return False
+        pending.extend(child for child in current._modules.values() if child is not None)
+    return True
