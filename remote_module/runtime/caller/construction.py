@@ -24,15 +24,15 @@ import torch
 import torch.distributed.rpc as rpc
 from torch import nn
 from torch.distributed.rpc.internal import _internal_rpc_pickler
+from torch.futures import Future
 
 from remote_module import _contract
 from remote_module.runtime import owner, registry
-from remote_module.runtime.caller import arguments, failover, pending, replies
+from remote_module.runtime.caller import arguments, failover, replies
 from remote_module.runtime.caller.arguments import is_device_map_set, target
-from remote_module.runtime.caller.failover import Plan
-from remote_module.runtime.caller.record import Record
+from remote_module.runtime.caller.record import Creation, Plan, Record
 from remote_module.runtime.errors import failure
-from remote_module.runtime.owner.state import Recipe, Seat
+from remote_module.runtime.owner.state import Recipe
 
 T = TypeVar("T", bound=nn.Module)
 
@@ -164,7 +164,8 @@ def construct(
     standby: list[str] | None = None,
     checkpoint_every: int | None = None,
 ) -> None:
-    """``RemoteModule(...)``: see the class's docstring."""
+    """``RemoteModule(...)``: see the class's docstring. Sends the creation and returns: it
+    never blocks on the owner (pytorch#58098)."""
     args, kwargs = arguments.check_args(args, kwargs)
     interface_cls = arguments.pick_interface(
         type(remote_module), module_interface_cls, _module_interface_cls
@@ -172,93 +173,95 @@ def construct(
     placement, move_tensors = _placement(remote_device, interface_cls)
     seconds = arguments.check_timeout(timeout)
     wire_dtype = arguments.check_wire_dtype(wire_dtype)
-    seats: tuple[Seat, ...] | None = None
-    if standby is not None or checkpoint_every is not None:
-        seats = failover.seats(
-            placement.on, placement.device, remote_device, standby, checkpoint_every
-        )
+    seats = failover.seats(placement.on, placement.device, remote_device, standby, checkpoint_every)
     if seats is not None:  # the module's calls may go to any seat: one generated module for all
         move_tensors = move_tensors or failover.off_cpu(seats)
     creator = arguments.callable_name(module_cls)
-    type_name = module_cls.__qualname__ if isinstance(module_cls, type) else None
-
-    def new_record(generated: types.ModuleType, module_name: str | None = None) -> Record:
-        plan = None
-        if seats is not None:
-            recipe = Recipe(
-                module_cls,
-                args,
-                kwargs,
-                interface_cls,
-                module_name,
-                move_tensors,
-                wire_dtype is not None,
-                placement.is_scriptable,
-            )
-            plan = failover.make_plan(seats, checkpoint_every, recipe)
-        return Record(generated, creator, type_name, plan)
-
-    standbys = None if seats is None else [seat.text for seat in seats[1:]]
     if interface_cls is None:
-        # Asynchronous: a module_cls that fails surfaces on the first call. Sent before
-        # anything else, nn.Module's own set-up included: the owner starts creating while
-        # this side finishes (a first construction's first call waits for the creation).
-        # No RPC deadline (0): a creation whose reply came after one would leave the module's
-        # OwnerRRef on the owner for good (torch drops a late reply's RRef bookkeeping). The
-        # timeout bounds the first call instead, which waits for the creation on the owner.
-        try:
-            recipe, tensors = _internal_rpc_pickler.serialize((module_cls, args, kwargs))
-            module_rref = rpc.remote(
-                placement.on, owner.create, (recipe, tensors, placement.device), timeout=0
-            )
-        except RuntimeError as error:
-            raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
+        module_rref = _create(placement, module_cls, args, kwargs, creator)
         generated = registry.non_scriptable_module()
-        record = new_record(generated)
-        initialise(
-            remote_module,
-            placement,
-            module_rref,
-            generated,
-            seconds,
-            wire_dtype,
-            record,
-            standby=standbys,
+        module_name = None
+    else:
+        module_name = registry.scriptable_module_name(interface_cls, move_tensors)
+        loading = (module_name, interface_cls, move_tensors, wire_dtype is not None)
+        creating = (module_cls, args, kwargs, placement.device, interface_cls)
+        future, load = _create_with_interface(placement, creating, loading, creator, seconds)
+        arrivals = replies.watch(future)  # the reply is judged by when it came
+        generated = registry.ensure_module(*loading)  # as the owner creates and loads its own
+        # Judged from here: this side's own load and compile hold the GIL, and with it the
+        # callback that notes when the reply came.
+        creation = Creation(future, time.monotonic(), arrivals, creator)
+        module_rref = None  # until the creation's reply is taken (runtime.caller.pending)
+    plan = None
+    if seats is not None:
+        recipe = Recipe(
+            module_cls,
+            args,
+            kwargs,
+            interface_cls,
+            module_name,
+            move_tensors,
+            wire_dtype is not None,
+            placement.is_scriptable,
         )
-        return
-    # Sent, not awaited (pytorch#58098): the owner creates (and, for a TorchScript interface,
-    # scripts) the module while this side sets itself up and returns; the first operation
-    # that needs the module takes the reply (runtime.pending).
-    started = time.monotonic()
-    module_name = registry.scriptable_module_name(interface_cls, move_tensors)
-    wired = wire_dtype is not None
-    creation = (module_cls, args, kwargs, placement.device, interface_cls)
+        plan = failover.make_plan(seats, checkpoint_every, recipe)
+    type_name = module_cls.__qualname__ if isinstance(module_cls, type) else None
+    record = Record(generated, creator, type_name, plan)
+    if interface_cls is not None:
+        record.creation = creation
+        record.pending = load
+    standbys = None if seats is None else [seat.text for seat in seats[1:]]
+    initialise(
+        remote_module,
+        placement,
+        module_rref,
+        generated,
+        seconds,
+        wire_dtype,
+        record,
+        standby=standbys,
+    )
+
+
+def _create(
+    placement: Placement,
+    module_cls: Callable[..., nn.Module],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    creator: str,
+) -> Any:
+    """Without an interface: ``rpc.remote`` of ``owner.create``, sent first and not awaited; a
+    ``module_cls`` that fails surfaces on the first call. No RPC deadline (0): a creation whose
+    reply came after one would leave the module's OwnerRRef on the owner for good (torch drops
+    a late reply's RRef bookkeeping); the timeout bounds the first call instead. ``module_cls``
+    and its arguments travel pickled inside the message (see ``owner.create``)."""
     try:
-        future = rpc.rpc_async(
-            placement.on,
-            owner.create_with_interface,
-            creation,
-            timeout=0,  # bounded when taken; the reply carries an RRef (see runtime.replies)
+        recipe, tensors = _internal_rpc_pickler.serialize((module_cls, args, kwargs))
+        return rpc.remote(
+            placement.on, owner.create, (recipe, tensors, placement.device), timeout=0
         )
-        # The owner's load of the generated module, beside the creation: it loads as it
-        # creates and as this side sets itself up.
-        loading_request = (module_name, interface_cls, move_tensors, wired)
-        load = rpc.rpc_async(placement.on, owner.load_generated, loading_request, timeout=seconds)
     except RuntimeError as error:
         raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
 
-    arrivals = replies.watch(future)  # the reply is judged by when it came, not when looked at
-    loading = time.monotonic()
-    generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
-    # Not counted: this side's own load and compile (seconds, on a loaded machine) hold the
-    # GIL, and with it the callback that notes when the reply came.
-    started += time.monotonic() - loading
-    record = new_record(generated, module_name)
-    record.creation = pending.Creation(future, started, arrivals, creator)
-    record.pending = load
-    initialise(
-        remote_module, placement, None, generated, seconds, wire_dtype, record, standby=standbys
-    )
+
+def _create_with_interface(
+    placement: Placement,
+    creating: tuple[Any, ...],
+    loading: tuple[Any, ...],
+    creator: str,
+    seconds: float,
+) -> tuple[Future[Any], Future[Any]]:
+    """With an interface: ``owner.create_with_interface``, sent and not awaited (the first
+    operation that needs the module takes the reply: ``runtime.caller.pending``), without an
+    RPC deadline (its reply carries an RRef: ``runtime.caller.replies``); and beside it the
+    owner's load of the generated module (``owner.load_generated``), bounded by the timeout,
+    so that the owner loads as it creates."""
+    try:
+        future = rpc.rpc_async(placement.on, owner.create_with_interface, creating, timeout=0)
+        load = rpc.rpc_async(placement.on, owner.load_generated, loading, timeout=seconds)
+    except RuntimeError as error:
+        raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
+    return future, load
 
 
 def from_module_rref(
