@@ -12,8 +12,8 @@ Example::
 """
 
 from remote_module import _non_scriptable  # noqa: F401  (generated methods without an interface)
-from remote_module._contract import __version__
 from remote_module._interface import interface
+from remote_module._shared import __version__
 from remote_module.runtime import contract  # noqa: F401  (what generated modules import)
 from remote_module.runtime.caller.module import RemoteModule
 from remote_module.runtime.errors import OwnerFailover

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from remote_module._contract import __version__
+from remote_module._shared import __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 # basedpyright's default style rules that typed stubs and eager (Any) code break on purpose:
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
-# generator version: 0.2.2
+# generator version: 0.3.0
 """``forward`` and ``forward_async`` of a RemoteModule built without an interface."""
 
 from typing import Any
@@ -11,7 +11,7 @@ import torch
 from remote_module.runtime import contract as _rm
 from torch.futures import Future
 
-GENERATOR_VERSION = "0.2.2"
+GENERATOR_VERSION = "0.3.0"
 
 
 def _remote_forward(

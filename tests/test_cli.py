@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from remote_module._contract import __version__
+from remote_module._shared import __version__
 from remote_module.codegen.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

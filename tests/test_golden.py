@@ -133,7 +133,7 @@ def test_golden_remote_functions_script(interface: str, golden_modules: dict[str
         # the inlined graph holds the ``aten::to`` they do.
         code = fn.code
         called = set(re.findall(r"\b_rm_move_\w+\b", code))
-        if "remote_module._contract.move_tensor" in code:
+        if "remote_module._shared.move_tensor" in code:
             called.add("_rm.move_tensor")
         types = [arg.type for arg in method.arguments] + [method.returns]
         needed = {api.walker_name(model, "move", t) for t in types if t.contains_tensor}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import remote_module
-from remote_module import _contract
+from remote_module import _shared
 
 PACKAGE = Path(remote_module.__file__).parent
 ROOT = PACKAGE.parent
@@ -119,7 +119,7 @@ def test_no_file_of_ours_is_over_the_line_limit() -> None:
     assert not long, f"over {MAX_LINES} lines (split them by role): {long}"
 
 
-@pytest.mark.parametrize("leaf", ["remote_module._contract", "remote_module._torchscript"])
+@pytest.mark.parametrize("leaf", ["remote_module._shared", "remote_module._torchscript"])
 def test_leaves_import_nothing_of_ours(leaf: str) -> None:
     assert GRAPH[leaf] == []
 
@@ -185,7 +185,7 @@ def test_reserved_names_are_every_public_name_of_the_class() -> None:
     names = {name for klass in RemoteModule.__mro__ for name in vars(klass)}
     names.update(construction.PICKLED_ATTRIBUTES, construction.LOCAL_ATTRIBUTES, vars(nn.Module()))
     public = {name for name in names if not name.startswith("_")} - {"forward"}
-    assert public == _contract.RESERVED_NAMES
+    assert public == _shared.RESERVED_NAMES
 
 
 def test_importing_remote_module_loads_the_whole_runtime_and_no_renderer() -> None:

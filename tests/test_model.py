@@ -14,7 +14,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from torch import Tensor
 
-from remote_module._contract import RESERVED_NAMES
+from remote_module._shared import RESERVED_NAMES
 from remote_module.codegen import Argument, Interface, Method, TypeRef, api, parse_interface
 from remote_module.codegen.model import Kind
 from remote_module.codegen.parse import parse_type, render_literal

@@ -25,7 +25,7 @@ from torch import Tensor
 from torch.futures import Future
 
 from remote_module import codegen
-from remote_module._contract import __version__
+from remote_module._shared import __version__
 from remote_module.codegen import StaleGeneratedModuleWarning, api, parse_interface
 from remote_module.codegen.render import render_interface
 from remote_module.runtime import registry

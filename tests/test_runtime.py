@@ -992,7 +992,7 @@ def test_every_name_a_remote_module_has_is_reserved(scaled_rm: RemoteModule) -> 
     # The generator refuses interface methods named like anything a RemoteModule has: the
     # contract's list holds every public name of a live instance (tests/test_layers.py holds
     # it against the class).
-    from remote_module._contract import RESERVED_NAMES
+    from remote_module._shared import RESERVED_NAMES
 
     generated = {method.__name__ for method in scaled_rm.generated_methods}
     names = {*vars(scaled_rm), *dir(type(scaled_rm)), *dir(nn.Module)} - generated

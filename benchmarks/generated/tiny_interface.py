@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: benchmarks.interfaces.TinyInterface
-# generator version: 0.2.2
+# generator version: 0.3.0
 # interface fingerprint: efbff76917bc6ca9
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``benchmarks.interfaces.TinyInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from benchmarks.interfaces import TinyInterface
 
-GENERATOR_VERSION = "0.2.2"
+GENERATOR_VERSION = "0.3.0"
 INTERFACE = "benchmarks.interfaces.TinyInterface"
 INTERFACE_FINGERPRINT = "efbff76917bc6ca9"
 MOVES_CPU_TENSORS_TO_DEVICE = True

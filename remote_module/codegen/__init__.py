@@ -8,7 +8,7 @@
 
 Importing this package loads none of them (Jinja neither); each loads on first use. The
 generator imports nothing of the runtime, only the contract both share
-(``remote_module._contract``); the two ``instantiate_*`` functions, which load a generated
+(``remote_module._shared``); the two ``instantiate_*`` functions, which load a generated
 module into the runtime as upstream's instantiator does, are the runtime's, reached from here.
 
 Example::
@@ -26,7 +26,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from remote_module._contract import StaleGeneratedModuleWarning
+    from remote_module._shared import StaleGeneratedModuleWarning
     from remote_module.codegen.model import (
         Argument,
         Interface,
@@ -70,7 +70,7 @@ _LAZY = {
     "render_interface": "remote_module.codegen.render",
     "render_non_scriptable": "remote_module.codegen.render",
     "render_scriptable": "remote_module.codegen.render",
-    "StaleGeneratedModuleWarning": "remote_module._contract",
+    "StaleGeneratedModuleWarning": "remote_module._shared",
 }
 
 

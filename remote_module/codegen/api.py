@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from remote_module._contract import (
+from remote_module._shared import (
     REMOTE_PREFIX,
 )
 from remote_module.codegen.layout import (

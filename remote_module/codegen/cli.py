@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from remote_module import _torchscript as torchscript
-from remote_module._contract import __version__
+from remote_module._shared import __version__
 from remote_module.codegen import api
 from remote_module.codegen.parse import parse_interface
 from remote_module.codegen.render import (

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from remote_module import _contract
+from remote_module import _shared
 from remote_module.codegen.model import (
     Argument,
     Interface,
@@ -36,7 +36,7 @@ from remote_module.codegen.model import (
 
 __all__ = ["interface_kind", "parse_interface", "parse_type", "render_literal"]
 
-_REMOTE_TWIN_SUFFIXES = (_contract.WIRE_SUFFIX, _contract.KEYED_SUFFIX)
+_REMOTE_TWIN_SUFFIXES = (_shared.WIRE_SUFFIX, _shared.KEYED_SUFFIX)
 
 
 def parse_interface(interface_cls: object) -> Interface:
@@ -86,7 +86,7 @@ def parse_interface(interface_cls: object) -> Interface:
 
 def interface_kind(cls: type) -> InterfaceKind | None:
     """Which family ``cls`` belongs to, or None when it is no interface."""
-    if _contract.is_script_interface(cls):
+    if _shared.is_script_interface(cls):
         return InterfaceKind.SCRIPT
     if getattr(cls, "_is_protocol", False) and cls is not typing.Protocol:
         return InterfaceKind.PROTOCOL
@@ -211,7 +211,7 @@ def _parse_named_type(cls: type, where: str, kind: InterfaceKind) -> TypeRef:
 
 
 def _is_script_class(cls: type) -> bool:
-    if _contract.is_script_interface(cls):
+    if _shared.is_script_interface(cls):
         return True
     return torch.jit._state._get_script_class(cls) is not None
 
@@ -253,10 +253,10 @@ _GENERATED_GLOBALS = frozenset(
         "Callable",
         "Any",
         "TYPE_CHECKING",
-        _contract.GENERATOR_VERSION,
-        _contract.INTERFACE,
-        _contract.FINGERPRINT,
-        _contract.MOVES_TENSORS,
+        _shared.GENERATOR_VERSION,
+        _shared.INTERFACE,
+        _shared.FINGERPRINT,
+        _shared.MOVES_TENSORS,
         "self",
     }
 )
@@ -282,16 +282,16 @@ def _check_name(where: str, what: str, name: str) -> None:
     if (
         not name.isidentifier()
         or keyword.iskeyword(name)
-        or name.startswith(_contract.INTERNAL_PREFIX)
+        or name.startswith(_shared.INTERNAL_PREFIX)
         or name in _GENERATED_GLOBALS
-        or name.startswith(_contract.REMOTE_PREFIX)
+        or name.startswith(_shared.REMOTE_PREFIX)
         or (what == "method" and name in _BUILTIN_NAMES)
     ):
         raise ValueError(f"{where}: {what} name {name!r} is not allowed in generated code")
 
 
 def _check_method_names(interface: str, methods: tuple[Method, ...]) -> None:
-    reserved = _contract.RESERVED_NAMES
+    reserved = _shared.RESERVED_NAMES
     names = {method.name for method in methods}
     for method in methods:
         for generated in (method.name, f"{method.name}_async"):
@@ -307,7 +307,7 @@ def _check_method_names(interface: str, methods: tuple[Method, ...]) -> None:
             )
         for suffix in _REMOTE_TWIN_SUFFIXES:  # _remote_<name><suffix> is a twin's name
             if f"{method.name}{suffix}" in names:
-                twin = f"{_contract.REMOTE_PREFIX}{method.name}{suffix}"
+                twin = f"{_shared.REMOTE_PREFIX}{method.name}{suffix}"
                 raise ValueError(
                     f"{interface}.{method.name}: the remote function of its method "
                     f"{method.name + suffix!r} would take the name of {method.name!r}'s "

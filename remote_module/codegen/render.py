@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import jinja2
 
-from remote_module._contract import __version__
+from remote_module._shared import __version__
 from remote_module.codegen import api, views
 from remote_module.codegen.model import Interface, InterfaceKind, string_literal
 from remote_module.codegen.parse import parse_interface

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from remote_module._contract import (
+from remote_module._shared import (
     CALL_PREFIX,
     INTERNAL_PREFIX,
     KEYED_SUFFIX,

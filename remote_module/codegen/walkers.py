@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from remote_module._contract import INTERNAL_PREFIX
+from remote_module._shared import INTERNAL_PREFIX
 from remote_module.codegen.layout import Expr
 from remote_module.codegen.model import Interface, Kind, TypeRef
 
@@ -34,7 +34,7 @@ _WALKER_PARAMS = {
     "restore": ("sent: list[Tensor]",),
 }
 _WALKER_EXTRA = {"move": ("device",), "decode": (), "cast": ("dtype", "sent"), "restore": ("sent",)}
-# The tensor leaf helpers of the contract (remote_module._contract), as generated code calls them.
+# The tensor leaf helpers of the contract (remote_module._shared), as generated code calls them.
 _TENSOR_HELPERS = {
     "move": "_rm.move_tensor",
     "cast": "_rm.cast_tensor",

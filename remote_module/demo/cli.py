@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from remote_module._contract import __version__
+from remote_module._shared import __version__
 from remote_module.demo import launch
 from remote_module.demo.config import DemoConfig
 from remote_module.demo.data import NUM_CLASSES

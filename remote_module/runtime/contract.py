@@ -22,7 +22,7 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
   constructor without ``module_interface_cls`` and no attribute but those a typed class
   declares;
 - :func:`move_tensor`, :func:`cast_tensor`, :func:`restore_tensor`: the tensor leaf helpers
-  from ``remote_module._contract``, which the generated walkers and functions call for each
+  from ``remote_module._shared``, which the generated walkers and functions call for each
   tensor (a tensor alone gets no walker of its own);
 - :data:`CALL_PREFIX`: the values every remote function receives before the interface's own
   arguments, in order, as attributes of the RemoteModule that sends them (eager calls send
@@ -38,7 +38,7 @@ import torch
 import torch.distributed.rpc as rpc
 from torch.futures import Future
 
-from remote_module._contract import (
+from remote_module._shared import (
     CALL_PREFIX,
     cast_tensor,
     move_tensor,

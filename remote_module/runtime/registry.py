@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from remote_module._contract import (
+from remote_module._shared import (
     NON_SCRIPTABLE_MODULE,
     StaleGeneratedModuleWarning,
     __version__,

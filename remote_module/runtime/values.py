@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from remote_module._contract import cast_tensor, restore_tensor
+from remote_module._shared import cast_tensor, restore_tensor
 
 __all__ = [
     "cast_to_wire",
@@ -56,7 +56,7 @@ def cast_to_wire(
     value: Any, dtype: torch.dtype, sent: list[torch.Tensor], named: bool = True
 ) -> Any:
     """``value`` with every floating tensor inside cast to ``dtype``; an empty tensor of each
-    one's own dtype appended to ``sent``, in order (``_contract.cast_tensor`` each). Python
+    one's own dtype appended to ``sent``, in order (``_shared.cast_tensor`` each). Python
     calls of a RemoteModule with a ``wire_dtype`` cast this way, both ways (the generated
     TorchScript casters of scripted callers do the same from the types, tensor for tensor).
     ``named=False``: NamedTuples become plain tuples."""

@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: tests.golden_interfaces.MinimalInterface
-# generator version: 0.2.2
+# generator version: 0.3.0
 # interface fingerprint: 84c98ebd5f98e861
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``tests.golden_interfaces.MinimalInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from tests.golden_interfaces import MinimalInterface
 
-GENERATOR_VERSION = "0.2.2"
+GENERATOR_VERSION = "0.3.0"
 INTERFACE = "tests.golden_interfaces.MinimalInterface"
 INTERFACE_FINGERPRINT = "84c98ebd5f98e861"
 MOVES_CPU_TENSORS_TO_DEVICE = True

@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: remote_module.examples.embedding.EmbeddingBagInterface
-# generator version: 0.2.2
+# generator version: 0.3.0
 # interface fingerprint: e63104ceca620f76
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``remote_module.examples.embedding.EmbeddingBagInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from remote_module.examples.embedding import EmbeddingBagInterface
 
-GENERATOR_VERSION = "0.2.2"
+GENERATOR_VERSION = "0.3.0"
 INTERFACE = "remote_module.examples.embedding.EmbeddingBagInterface"
 INTERFACE_FINGERPRINT = "e63104ceca620f76"
 MOVES_CPU_TENSORS_TO_DEVICE = True

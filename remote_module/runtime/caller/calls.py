@@ -31,7 +31,7 @@ import torch.distributed.rpc as rpc
 from torch._C._distributed_rpc import _invoke_rpc_torchscript
 from torch.futures import Future
 
-from remote_module._contract import CALL_PREFIX
+from remote_module._shared import CALL_PREFIX
 from remote_module.runtime import owner, values
 from remote_module.runtime.caller import failover, keys, pending
 from remote_module.runtime.caller.record import Record

@@ -26,7 +26,7 @@ from torch import nn
 from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.futures import Future
 
-from remote_module import _contract
+from remote_module import _shared
 from remote_module.runtime import owner, registry
 from remote_module.runtime.caller import arguments, failover, replies
 from remote_module.runtime.caller.arguments import is_device_map_set, target
@@ -111,7 +111,7 @@ def initialise(
     sender set: nn.Module's bookkeeping and the options' defaults it reads from
     its class (see ``RemoteModule``) until scripting gives it its own (:func:`complete`)."""
     state = remote_module.__dict__  # plain values, past nn.Module.__setattr__'s checks
-    methods = list(getattr(generated, _contract.GENERATED_METHODS))
+    methods = list(getattr(generated, _shared.GENERATED_METHODS))
     state.update(zip(PICKLED_ATTRIBUTES, (*placement, methods, module_rref), strict=True))
     if module_rref is None:
         del state["module_rref"]
@@ -355,5 +355,5 @@ def _placement(
         if on not in (owner_name, module_rref.owner().id):
             arguments.warn_owner_differs(remote_device, owner_name)
         on = owner_name
-    scriptable = interface_cls is not None and _contract.is_script_interface(interface_cls)
+    scriptable = interface_cls is not None and _shared.is_script_interface(interface_cls)
     return Placement(on, device, is_device_map_set(on), scriptable), off_cpu

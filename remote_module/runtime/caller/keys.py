@@ -16,7 +16,7 @@ from typing import Any
 import torch.distributed.rpc as rpc
 from torch.futures import Future
 
-from remote_module import _contract
+from remote_module import _shared
 from remote_module.runtime import owner, registry
 from remote_module.runtime.caller.record import Record
 from remote_module.runtime.errors import creation_error
@@ -44,8 +44,8 @@ def ask_owner_to_file(record: Record, module_rref: Any) -> Future[Any]:
     request = (
         module_rref,
         generated.__name__,
-        getattr(generated, _contract.INTERFACE_CLASS),
-        bool(getattr(generated, _contract.MOVES_TENSORS)),
+        getattr(generated, _shared.INTERFACE_CLASS),
+        bool(getattr(generated, _shared.MOVES_TENSORS)),
         record.ticket,
     )
     record.filing = rpc.rpc_async(module_rref.owner(), owner.file_keyed, request, timeout=0)
@@ -85,7 +85,7 @@ def keyed_twin(remote_fn: Any) -> Any:
     """The keyed twin of a scriptable family's remote function (its generated module lists
     each twin at the index of the function it serves), or None."""
     module = sys.modules.get(getattr(remote_fn, "__module__", ""))
-    plain = getattr(module, _contract.REMOTE_FUNCTIONS, ())
+    plain = getattr(module, _shared.REMOTE_FUNCTIONS, ())
     if remote_fn not in plain:
         return None
-    return getattr(module, _contract.KEYED_FUNCTIONS)[plain.index(remote_fn)]
+    return getattr(module, _shared.KEYED_FUNCTIONS)[plain.index(remote_fn)]

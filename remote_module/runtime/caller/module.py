@@ -19,7 +19,7 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.nn.parameter import Parameter
 
 from remote_module import _torchscript
-from remote_module._contract import COUNTING
+from remote_module._shared import COUNTING
 from remote_module.runtime import owner
 from remote_module.runtime.caller import construction, failover, pending, pickling, refused
 from remote_module.runtime.caller.record import Record

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch.distributed.rpc as rpc
 
-from remote_module import _contract
+from remote_module import _shared
 from remote_module.runtime import owner
 from remote_module.runtime.caller import failover
 from remote_module.runtime.caller.record import Creation, Record
@@ -94,8 +94,8 @@ def ask_owner_to_load(remote_module: Any) -> None:
     generated = record.generated
     request = (
         generated.__name__,
-        getattr(generated, _contract.INTERFACE_CLASS),
-        bool(getattr(generated, _contract.MOVES_TENSORS)),
+        getattr(generated, _shared.INTERFACE_CLASS),
+        bool(getattr(generated, _shared.MOVES_TENSORS)),
         remote_module.wire_dtype is not None,
     )
     record.pending = rpc.rpc_async(

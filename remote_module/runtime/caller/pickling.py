@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.distributed.rpc as rpc
 
-from remote_module import _contract
+from remote_module import _shared
 from remote_module.runtime import owner, registry
 from remote_module.runtime.caller import pending
 from remote_module.runtime.caller.construction import (
@@ -56,8 +56,8 @@ def reduce_remote_module(remote_module: Any) -> tuple[Any, tuple[Any, ...]]:
     generated = remote_module._rm_record.generated
     spec = _GeneratedMethods(
         generated.__name__,
-        getattr(generated, _contract.INTERFACE_CLASS, None),
-        bool(getattr(generated, _contract.MOVES_TENSORS, False)),
+        getattr(generated, _shared.INTERFACE_CLASS, None),
+        bool(getattr(generated, _shared.MOVES_TENSORS, False)),
     )
     values = {name: getattr(remote_module, name) for name in PICKLED_ATTRIBUTES}
     values["generated_methods"] = spec

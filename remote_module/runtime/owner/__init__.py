@@ -34,7 +34,7 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.futures import Future
 from torch.nn.parameter import Parameter
 
-from remote_module import _contract, _torchscript
+from remote_module import _shared, _torchscript
 from remote_module.runtime import registry, values
 from remote_module.runtime.errors import CreationFailure, RemoteFailure, creation_failure, short
 from remote_module.runtime.owner import checkpoints, table
@@ -103,7 +103,7 @@ def create_with_interface(
     interface-typed RRef to it, for a Protocol a plain RRef. When ``module_cls`` fails, why
     (as data). The generated module is loaded by :func:`load_generated`, which the caller
     sends beside this request."""
-    scripted = _contract.is_script_interface(interface_cls)
+    scripted = _shared.is_script_interface(interface_cls)
     if scripted:
         _torchscript.warm_executor()  # its calls will run TorchScript here: begin its set-up
     try:
@@ -232,8 +232,8 @@ def _function(function: RemoteFunction) -> Callable[..., Any]:
 
 def _in_script_family(remote_fn: Callable[..., Any]) -> bool:
     module = sys.modules.get(getattr(remote_fn, "__module__", ""))
-    interface_cls = getattr(module, _contract.INTERFACE_CLASS, None)
-    return interface_cls is not None and _contract.is_script_interface(interface_cls)
+    interface_cls = getattr(module, _shared.INTERFACE_CLASS, None)
+    return interface_cls is not None and _shared.is_script_interface(interface_cls)
 
 
 # --- A RemoteModule's own requests ---------------------------------------------------------------

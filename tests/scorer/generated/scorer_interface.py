@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: tests.scorer.interfaces.ScorerInterface
-# generator version: 0.2.2
+# generator version: 0.3.0
 # interface fingerprint: 5bc870b376a52b70
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``tests.scorer.interfaces.ScorerInterface``.
@@ -20,7 +20,7 @@ from torch.futures import Future
 from tests.scorer.interfaces import ScorerInterface
 from tests.scorer.model import Scored
 
-GENERATOR_VERSION = "0.2.2"
+GENERATOR_VERSION = "0.3.0"
 INTERFACE = "tests.scorer.interfaces.ScorerInterface"
 INTERFACE_FINGERPRINT = "5bc870b376a52b70"
 MOVES_CPU_TENSORS_TO_DEVICE = True

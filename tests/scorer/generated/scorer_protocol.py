@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: tests.scorer.model.ScorerProtocol
-# generator version: 0.2.2
+# generator version: 0.3.0
 # interface fingerprint: f2aafff3d77b0388
 """Remote methods of a ``typing.Protocol``, for ``remote_module.RemoteModule``:
 ``tests.scorer.model.ScorerProtocol``. The module runs eagerly on its owner (no TorchScript).
@@ -18,7 +18,7 @@ from torch.futures import Future
 
 from tests.scorer.model import Scored, ScorerProtocol
 
-GENERATOR_VERSION = "0.2.2"
+GENERATOR_VERSION = "0.3.0"
 INTERFACE = "tests.scorer.model.ScorerProtocol"
 INTERFACE_FINGERPRINT = "f2aafff3d77b0388"
 MOVES_CPU_TENSORS_TO_DEVICE = True

@@ -1,7 +1,7 @@
-"""The contract between generated code and the runtime: what both sides agree on.
+"""What generated code, the generator and the runtime share: the terms they agree on.
 
 A leaf: it imports torch and nothing of ours, so the generator (``remote_module.codegen``)
-and the runtime (``remote_module.runtime``) both import it and never each other. It holds
+and the runtime (``remote_module.runtime``) both import it. It holds
 
 - the version: the package's, which a generated module records and the runtime checks;
 - the call prefix: the RemoteModule attributes every remote function receives before the
@@ -49,7 +49,7 @@ __all__ = [
 # The package's version (``remote_module.__version__``): a generated module records the version
 # that rendered it, and the runtime uses the module only while the two match. Here, not in a
 # file of its own: each module loaded with ``import remote_module`` costs ~57 us.
-__version__ = "0.2.2"
+__version__ = "0.3.0"
 # remote_module's own generated module for RemoteModules without an interface (build time).
 NON_SCRIPTABLE_MODULE = "remote_module._non_scriptable"
 
