@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from remote_module._generator.cli import main
 from remote_module._shared import __version__
-from remote_module.codegen.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 PROG = "remote-module-codegen"

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from remote_module.codegen import StaleGeneratedModuleWarning, api, parse_interface
-from remote_module.codegen.cli import plan
-from remote_module.codegen.model import Kind, Method
+from remote_module._generator import api
+from remote_module._generator.cli import plan
+from remote_module._generator.model import Kind, Method
+from remote_module.codegen import StaleGeneratedModuleWarning, parse_interface
 from remote_module.runtime import registry
 from tests import golden_interfaces
 

@@ -14,10 +14,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from torch import Tensor
 
+from remote_module._generator import api
+from remote_module._generator.model import Kind
+from remote_module._generator.parse import parse_type, render_literal
 from remote_module._shared import RESERVED_NAMES
-from remote_module.codegen import Argument, Interface, Method, TypeRef, api, parse_interface
-from remote_module.codegen.model import Kind
-from remote_module.codegen.parse import parse_type, render_literal
+from remote_module.codegen import Argument, Interface, Method, TypeRef, parse_interface
 from tests.golden_interfaces import Box, ContainersInterface, Stats
 from tests.support.interfaces import Pair
 

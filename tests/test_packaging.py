@@ -38,5 +38,5 @@ def test_wheel_ships_templates_marker_and_console_scripts(tmp_path: Path) -> Non
         "remote_module/examples/generated/embedding_bag_interface.py",
     } <= names
     assert not any(name.startswith(("tests/", "benchmarks/")) for name in names)
-    assert "remote-module-codegen = remote_module.codegen.cli:entry_point" in scripts
+    assert "remote-module-codegen = remote_module._generator.cli:entry_point" in scripts
     assert "remote-module = remote_module.__main__:main" in scripts

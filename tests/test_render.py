@@ -25,9 +25,10 @@ from torch import Tensor
 from torch.futures import Future
 
 from remote_module import codegen
+from remote_module._generator import api
+from remote_module._generator.render import render_interface
 from remote_module._shared import __version__
-from remote_module.codegen import StaleGeneratedModuleWarning, api, parse_interface
-from remote_module.codegen.render import render_interface
+from remote_module.codegen import StaleGeneratedModuleWarning, parse_interface
 from remote_module.runtime import registry
 from tests.golden_interfaces import ContainersInterface, MultiMethodInterface, Stats
 from tests.support.interfaces import LinearInterface, ShapesInterface
@@ -694,7 +695,7 @@ def test_the_chosen_name_follows_a_module_registered_later(pregenerated: Any) ->
 
 
 def test_templates_render_without_a_usable_bytecode_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    from remote_module.codegen import render
+    from remote_module._generator import render
 
     def unusable(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("no private temporary directory")

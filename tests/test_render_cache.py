@@ -32,7 +32,7 @@ _RENDER = textwrap.dedent(
 
     module = registry.scriptable_module(CacheProbeInterface, False)
     assert module.__name__.startswith("remote_module._generated."), module.__name__
-    print("rendered" if "remote_module.codegen.render" in sys.modules else "loaded")
+    print("rendered" if "remote_module._generator.render" in sys.modules else "loaded")
     print("jinja2" if "jinja2" in sys.modules else "no jinja2")
     print(sorted(fn.__name__ for fn in module._generated_methods))
     """

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from torch.distributed.optim import DistributedOptimizer
 
 from remote_module import RemoteModule
-from remote_module.codegen import api
+from remote_module._generator import api
 from remote_module.runtime import registry
 from tests.support import runtime_helpers as helpers
 from tests.support.expected import PICKLE_ERROR

@@ -15,8 +15,9 @@ import torch
 from torch import Tensor
 
 from remote_module import codegen
-from remote_module.codegen import api, parse_interface
-from remote_module.codegen.model import TypeRef
+from remote_module._generator import api
+from remote_module._generator.model import TypeRef
+from remote_module.codegen import parse_interface
 from remote_module.runtime import values
 from tests.golden_interfaces import Stats
 

@@ -5,13 +5,35 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from remote_module.demo.config import DemoConfig
 from remote_module.demo.data import HELD_OUT_BAGS, NUM_CLASSES
 
-if TYPE_CHECKING:
-    from remote_module.demo.roles import TrainerStats
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Accuracy and mean cross-entropy on the whole held-out split after ``step`` steps."""
+
+    step: int
+    accuracy: float
+    loss: float
+
+
+@dataclass
+class TrainerStats:
+    """What one trainer measured; the master combines them into the summary."""
+
+    losses: list[float] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
+    remote_calls: int = 0
+    remote_seconds: float = 0.0
+    seconds: float = 0.0
+    samples: int = 0
+    head_state: dict[str, Any] | None = None
+    # Each OwnerFailover this trainer met (with --kill-owner-at): see _Failover.
+    failovers: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Progress:

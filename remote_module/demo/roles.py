@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -20,33 +20,10 @@ from torch.nn.parallel import DistributedDataParallel
 from remote_module.demo import report
 from remote_module.demo.config import FIRST_TRAINER, PS, STANDBY, DemoConfig, worker_name
 from remote_module.demo.data import NUM_CLASSES, Bags, SyntheticBags
+from remote_module.demo.report import Evaluation, TrainerStats
 
 # How often a trainer tells the master's progress bar about its steps.
 PROGRESS_INTERVAL_S = 0.1
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """Accuracy and mean cross-entropy on the whole held-out split after ``step`` steps."""
-
-    step: int
-    accuracy: float
-    loss: float
-
-
-@dataclass
-class TrainerStats:
-    """What one trainer measured; the master combines them into the summary."""
-
-    losses: list[float] = field(default_factory=list)
-    evaluations: list[Evaluation] = field(default_factory=list)
-    remote_calls: int = 0
-    remote_seconds: float = 0.0
-    seconds: float = 0.0
-    samples: int = 0
-    head_state: dict[str, Any] | None = None
-    # Each OwnerFailover this trainer met (with --kill-owner-at): see _Failover.
-    failovers: list[dict[str, Any]] = field(default_factory=list)
 
 
 def master(config: DemoConfig) -> None:

@@ -11,7 +11,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from remote_module.codegen.model import Interface
+    from remote_module._generator.model import Interface
 
 __all__ = ["interface_model", "render"]
 
@@ -22,7 +22,7 @@ def interface_model(interface_cls: type) -> Interface:
     """The parsed (and cached) model of ``interface_cls``, checked as the CLI checks it."""
     model = _models.get(interface_cls)
     if model is None:
-        from remote_module.codegen.parse import parse_interface
+        from remote_module._generator.parse import parse_interface
 
         model = _models[interface_cls] = parse_interface(interface_cls)
     return model
@@ -30,6 +30,6 @@ def interface_model(interface_cls: type) -> Interface:
 
 def render(interface_cls: type, move_tensors: bool) -> str:
     """The source of ``interface_cls``'s generated module, rendered from the templates."""
-    from remote_module.codegen.render import render_interface  # Jinja, only to render
+    from remote_module._generator.render import render_interface  # Jinja, only to render
 
     return render_interface(interface_model(interface_cls), move_tensors)

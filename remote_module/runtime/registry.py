@@ -32,7 +32,7 @@ from remote_module._shared import (
 )
 
 if TYPE_CHECKING:
-    from remote_module.codegen.model import Interface
+    from remote_module.runtime.generator import Interface
 
 __all__ = [
     "IN_MEMORY_PACKAGE",

@@ -1,8 +1,8 @@
 """The structured views a template renders from: one per interface (:class:`InterfaceView`)
 and one per method (:class:`MethodView`), each giving the finished pieces, on both sides of
 the call (caller methods and senders, owner-side remote functions and their twins), built from
-the names in ``remote_module.codegen.api``, laid out by ``remote_module.codegen.layout``, with
-the walkers of ``remote_module.codegen.walkers``.
+the names in ``remote_module._generator.api``, laid out by ``remote_module._generator.layout``, with
+the walkers of ``remote_module._generator.walkers``.
 
 Example::
 
@@ -15,35 +15,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from remote_module._shared import (
-    CALL_PREFIX,
-    INTERNAL_PREFIX,
-    KEYED_SUFFIX,
-    PREFIX_SCRIPT_TYPES,
-    WIRE_SUFFIX,
-)
-from remote_module.codegen.api import (
+from remote_module._generator.api import (
     Binding,
     async_name,
     imports,
     remote_name,
     typed_class_name,
 )
-from remote_module.codegen.layout import Expr, ImportLine, wrapped
-from remote_module.codegen.model import (
+from remote_module._generator.layout import Expr, ImportLine, wrapped
+from remote_module._generator.model import (
     Interface,
     InterfaceKind,
     Kind,
     Method,
     string_literal,
 )
-from remote_module.codegen.walkers import (
+from remote_module._generator.walkers import (
     Walker,
     decodable_types,
     movable_types,
     wait_decoder_name,
     walk,
     walker_name,
+)
+from remote_module._shared import (
+    CALL_PREFIX,
+    INTERNAL_PREFIX,
+    KEYED_SUFFIX,
+    PREFIX_SCRIPT_TYPES,
+    WIRE_SUFFIX,
 )
 
 __all__ = ["InterfaceView", "MethodView"]

@@ -1,13 +1,13 @@
 """The typed model of an interface: interface -> methods -> arguments -> types.
 
 An interface is a ``@torch.jit.interface`` class (the scriptable family of generated code) or
-a ``typing.Protocol`` (the eager family), read by ``remote_module.codegen.parse``. The model is
+a ``typing.Protocol`` (the eager family), read by ``remote_module._generator.parse``. The model is
 frozen data with tuple fields (NamedTuples: immutable and hashable like frozen dataclasses, at
 a fifth of their import cost, which the first construction of an interface without build-time
 code pays), and prints itself back as source: ``str(method)`` is the method's signature, in
 the builtin spelling (``list[Tensor]``, ``Tensor | None``) that TorchScript, type checkers and
 linters all accept. Names and declarations for generated code are views
-(``remote_module.codegen.api``); the code itself is in the templates.
+(``remote_module._generator.api``); the code itself is in the templates.
 
 Example::
 

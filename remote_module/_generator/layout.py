@@ -1,6 +1,6 @@
 """Laying out generated source as ``ruff format`` writes it: one call, ``def`` line, import or
 comprehension at a time, on one line where it fits in :data:`LINE_LENGTH` characters, else
-one item per line with a trailing comma. The views (``remote_module.codegen.api``) give the
+one item per line with a trailing comma. The views (``remote_module._generator.api``) give the
 templates finished pieces laid out here, so the output is clean for a user's formatter as it
 stands, without running one.
 

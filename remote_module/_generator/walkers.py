@@ -12,9 +12,9 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 
+from remote_module._generator.layout import Expr
+from remote_module._generator.model import Interface, Kind, TypeRef
 from remote_module._shared import INTERNAL_PREFIX
-from remote_module.codegen.layout import Expr
-from remote_module.codegen.model import Interface, Kind, TypeRef
 
 __all__ = [
     "Walker",

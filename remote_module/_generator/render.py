@@ -1,9 +1,9 @@
 """Rendering: the model in, Python source out, from the Jinja files in ``templates/``.
 
 One Jinja environment with every setting explicit, one filter and the layout helpers of
-``remote_module.codegen.api``; templates get the model and its view (``views.InterfaceView``), whose
-finished pieces they put in place. Templates are package data, so the CLI at build time and
-the runtime on any worker render the same bytes.
+``remote_module._generator.api``; templates get the model and its view
+(``views.InterfaceView``), whose finished pieces they put in place. Templates are package
+data, so the CLI at build time and the runtime on any worker render the same bytes.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import jinja2
 
+from remote_module._generator import api, views
+from remote_module._generator.model import Interface, InterfaceKind, string_literal
+from remote_module._generator.parse import parse_interface
 from remote_module._shared import __version__
-from remote_module.codegen import api, views
-from remote_module.codegen.model import Interface, InterfaceKind, string_literal
-from remote_module.codegen.parse import parse_interface
 
 __all__ = [
     "GeneratedModule",

@@ -2,8 +2,8 @@
 
 Like torchgen's ``api/`` layer, these turn the model into what a template needs: names of
 generated functions, declarations, argument lists, expressions, import lines, laid out as
-``ruff format`` writes them (``remote_module.codegen.layout``); the walkers' names and pieces
-are in ``remote_module.codegen.walkers``. The templates hold the code's shape (statements,
+``ruff format`` writes them (``remote_module._generator.layout``); the walkers' names and pieces
+are in ``remote_module._generator.walkers``. The templates hold the code's shape (statements,
 branches, which piece goes where) and never build a piece of code themselves.
 
 Example::
@@ -17,10 +17,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from remote_module._shared import (
-    REMOTE_PREFIX,
-)
-from remote_module.codegen.layout import (
+from remote_module._generator.layout import (
     LINE_LENGTH,
     Expr,
     ImportLine,
@@ -28,8 +25,11 @@ from remote_module.codegen.layout import (
     wrapped,
     wrapped_comprehension,
 )
-from remote_module.codegen.model import Interface, Method
-from remote_module.codegen.walkers import movable_types, walker_name
+from remote_module._generator.model import Interface, Method
+from remote_module._generator.walkers import movable_types, walker_name
+from remote_module._shared import (
+    REMOTE_PREFIX,
+)
 
 __all__ = [
     "LINE_LENGTH",

@@ -1,11 +1,11 @@
-"""Reading an interface class into the model (``remote_module.codegen.model``), with every
+"""Reading an interface class into the model (``remote_module._generator.model``), with every
 check generated code needs: names it could not use, types it cannot carry, defaults that are
 not literals, and, for a ``@torch.jit.interface``, agreement with the schema TorchScript
 compiled. The CLI and the runtime both parse here, so both check the same.
 
 Example::
 
-    >>> from remote_module.codegen.parse import parse_interface
+    >>> from remote_module._generator.parse import parse_interface
     >>> parse_interface(MyModuleInterface).qualified_name
     'mypkg.scorer.MyModuleInterface'
 """
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from remote_module import _shared
-from remote_module.codegen.model import (
+from remote_module._generator.model import (
     Argument,
     Interface,
     InterfaceKind,

@@ -25,15 +25,15 @@ from pathlib import Path
 from typing import NoReturn
 
 from remote_module import _torchscript as torchscript
-from remote_module._shared import __version__
-from remote_module.codegen import api
-from remote_module.codegen.parse import parse_interface
-from remote_module.codegen.render import (
+from remote_module._generator import api
+from remote_module._generator.parse import parse_interface
+from remote_module._generator.render import (
     GeneratedModule,
     render_interface,
     render_non_scriptable,
     render_package_init,
 )
+from remote_module._shared import __version__
 
 __all__ = ["ExitCode", "GeneratedFile", "main", "plan"]
 
