@@ -88,7 +88,6 @@ def golden_modules() -> Iterator[dict[str, object]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(registry, "_registered", dict(registry._registered))
         patch.setattr(registry, "_stale", dict(registry._stale))
-        patch.setattr(registry, "_names", {})
         patch.setattr(
             registry, "_registered_non_scriptable", list(registry._registered_non_scriptable)
         )

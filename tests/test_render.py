@@ -112,7 +112,6 @@ def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     """Modules a test imports register themselves; forget them when the test ends."""
     monkeypatch.setattr(registry, "_registered", dict(registry._registered))
     monkeypatch.setattr(registry, "_stale", dict(registry._stale))
-    monkeypatch.setattr(registry, "_names", {})
     monkeypatch.setattr(
         registry, "_registered_non_scriptable", list(registry._registered_non_scriptable)
     )

@@ -6,9 +6,9 @@ the templates are rendered in memory under a name derived from everything that c
 output (interface fingerprint, generator version, the device-movement flag), so the caller and
 the owner compile the same TorchScript functions under the same qualified names.
 
-It loads with the first interface or build-time module, not with the package: until then no
-module of a user's has registered, and RemoteModules without an interface use remote_module's
-own (``contract.register``, ``construction``).
+Rendering goes through ``remote_module.runtime.generator``, the runtime's one door to the
+generator, which loads it (and Jinja) only when a module is rendered; ``cache`` keeps rendered
+modules on disk between processes.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from remote_module import _torchscript
 from remote_module._shared import (
     NON_SCRIPTABLE_MODULE,
     StaleGeneratedModuleWarning,
     __version__,
 )
+from remote_module.runtime import cache, generator
 
 if TYPE_CHECKING:
     from remote_module.runtime.generator import Interface
@@ -68,12 +70,8 @@ _registered: dict[tuple[str, bool], types.ModuleType] = {}
 # The same key -> why an imported module was found stale, repeated when it would have been used.
 _stale: dict[tuple[str, bool], str] = {}
 _registered_non_scriptable: list[types.ModuleType] = []
-# (interface class, moves tensors) -> (generation, module name): what scriptable_module_name
-# answered, valid while no module registered or was found stale since (the generation).
-_names: dict[tuple[type, bool], tuple[int, str]] = {}
 # generated module -> which of its lists of remote functions are compiled in this process
 _compiled: weakref.WeakKeyDictionary[types.ModuleType, frozenset[str]] = weakref.WeakKeyDictionary()
-_generation = [0]
 
 
 def check_fresh(module_name: str, version: str, fingerprint: str, interface_cls: type) -> None:
@@ -86,7 +84,6 @@ def check_fresh(module_name: str, version: str, fingerprint: str, interface_cls:
     message = f"{module_name} is stale ({reason})"
     with _lock:
         _stale[key] = message
-        _generation[0] += 1
     _warn_stale(message)
 
 
@@ -101,14 +98,12 @@ def compile_remote_functions(
     lists = _function_lists(wire, keyed)
     if _compiled.get(module, frozenset()) >= set(lists):
         return  # every construction asks; once compiled, without taking the lock
-    # TorchScript loads where a generated module with an interface is first used, not with
-    # every program (the import figure: _torchscript is 0.5 ms of remote_module's 5.4 ms).
-    from remote_module._torchscript import script
-
     with _compile_lock:
         for name in lists:
             for function in getattr(module, name, ()):
-                script(function, f"the remote function {function.__name__} of {module.__name__}")
+                _torchscript.script(
+                    function, f"the remote function {function.__name__} of {module.__name__}"
+                )
         _compiled[module] = frozenset(lists) | _compiled.get(module, frozenset())
 
 
@@ -134,7 +129,6 @@ def register(module_name: str) -> None:
         key = (_qualified_name(interface_cls), module.MOVES_CPU_TENSORS_TO_DEVICE)
         _registered[key] = module
         _stale.pop(key, None)
-        _generation[0] += 1
     # Build-time stubs compile as they are imported, before any RemoteModule needs them.
     compile_remote_functions(module)
 
@@ -147,15 +141,11 @@ def scriptable_module(interface_cls: type, move_tensors: bool) -> types.ModuleTy
 
 def scriptable_module_name(interface_cls: type, move_tensors: bool) -> str:
     """The name of the module :func:`scriptable_module` returns, without loading it."""
-    cached = _names.get((interface_cls, bool(move_tensors)))
-    if cached is not None and cached[0] == _generation[0]:
-        return cached[1]
     interface = interface_model(interface_cls)
     key = (interface.qualified_name, bool(move_tensors))
     # A module that moves tensors checks the device at run time, so it serves CPU modules too.
     keys = [key] if move_tensors else [key, (interface.qualified_name, True)]
     with _lock:
-        generation = _generation[0]
         stale = None
         for candidate in keys:
             module = _registered.get(candidate)
@@ -165,9 +155,7 @@ def scriptable_module_name(interface_cls: type, move_tensors: bool) -> str:
         else:
             name = in_memory_name(interface, bool(move_tensors))
             stale = _stale.get(key)
-        if stale is None:  # a stale module is said every time it would have been used
-            _names[(interface_cls, bool(move_tensors))] = (generation, name)
-    if stale is not None:
+    if stale is not None:  # said every time it would have been used
         _warn_stale(stale)
     return name
 
@@ -212,7 +200,7 @@ def ensure_module(
             # An in-memory name is parsed only on a cache miss (an owner with the cache warm
             # skips it). A build-time module's name says nothing of the interface it was made
             # from, so its cache entry is keyed by the in-memory name too, which does.
-            render = functools.partial(_render, interface_cls, move_tensors)
+            render = functools.partial(generator.render, interface_cls, move_tensors)
             key = module_name
             if not in_memory:
                 model = interface_model(interface_cls)
@@ -270,8 +258,6 @@ def _load_in_memory(
         return existing
     filename = f"{_RENDERED_PREFIX}{name}>"
     key = name if cache_key is None else cache_key
-    from remote_module.runtime import cache  # with the renderer's path, not every program's
-
     cached = cache.load(key)
     if cached is not None:
         source, code = cached
@@ -318,17 +304,8 @@ def _is_registered(module: types.ModuleType) -> bool:
 
 
 def interface_model(interface_cls: type) -> Interface:
-    """The parsed model of ``interface_cls`` (``generator.interface_model``): the door to the
-    generator opens with the first interface, not with the package."""
-    from remote_module.runtime import generator
-
+    """The parsed model of ``interface_cls`` (the generator loads with the first interface)."""
     return generator.interface_model(interface_cls)
-
-
-def _render(interface_cls: type, move_tensors: bool) -> str:
-    from remote_module.runtime import generator
-
-    return generator.render(interface_cls, move_tensors)
 
 
 def _why_stale(version: str, fingerprint: str, interface_cls: type) -> str | None:
