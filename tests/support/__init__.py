@@ -9,6 +9,12 @@
 - ``expected``: what RemoteModule promises, as the tests compare it (the attributes that cross
   the wire, the texts of its errors).
 - ``fuzzing``: the fuzz tests' hypothesis settings and ``remote_device`` strategies.
+- ``fresh_worker``, ``fresh_caller``, ``fresh_modules``, ``fresh_broken``: rounds of new
+  processes for ``tests/test_fresh_processes.py``, whose workers meet ``remote_module`` only
+  through messages (``fresh_worker`` and ``fresh_modules`` import torch and the standard
+  library only).
 
-Every module here is importable on every worker, with no side effects on import.
+Every module here is importable on every worker, with no side effects on import, except
+``fresh_broken``, whose import raises on purpose in a process started with
+``RM_FRESH_FAIL_IMPORT`` set.
 """
