@@ -752,20 +752,8 @@ def test_timeout_with_interface(x: torch.Tensor) -> None:
     assert quick.nap(0.0) == 0.0
 
 
-def test_to_is_skipped_only_when_it_would_change_nothing() -> None:
-    from remote_module.runtime.owner.creation import _plain_module_on_cpu
-
-    assert _plain_module_on_cpu(nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)))
-    assert not _plain_module_on_cpu(nn.Linear(2, 2, device="meta"))
-    assert not _plain_module_on_cpu(helpers.AppliedFlag())
-    assert not _plain_module_on_cpu(nn.Sequential(nn.Linear(2, 2), helpers.AppliedFlag()))
-    with_meta_buffer = nn.Linear(2, 2)
-    with_meta_buffer.register_buffer("scale", torch.ones(1, device="meta"))
-    assert not _plain_module_on_cpu(with_meta_buffer)
-
-
 def test_a_module_with_its_own_to_is_still_moved(x: torch.Tensor) -> None:
-    # The owner skips .to(device) only when it would change nothing.
+    # The owner moves every module to its device, its own to() or _apply() included.
     assert torch.equal(RemoteModule("worker1/cpu", helpers.AppliedFlag)(x), torch.ones_like(x))
     plain = RemoteModule("worker1/cpu", nn.Linear, args=(4, 3))
     assert plain(x).shape == (2, 3)

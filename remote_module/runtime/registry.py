@@ -62,9 +62,9 @@ _RENDERED_PREFIX = "<remote_module generated "
 _lock = threading.Lock()
 # Held while TorchScript compiles remote functions (compiling one function twice at once fails).
 _compile_lock = threading.Lock()
-# module name -> the lock its loaders take: one thread imports or renders a module at a time,
-# as Python's own import locks do; nothing a generated module calls takes it.
-_load_locks: dict[str, threading.RLock] = {}
+# Held while a module is imported or rendered: one load at a time (loads are rare); nothing a
+# generated module calls takes it.
+_load_lock = threading.RLock()
 # (interface qualified name, moves tensors) -> a fresh module that registered itself.
 _registered: dict[tuple[str, bool], types.ModuleType] = {}
 # The same key -> why an imported module was found stale, repeated when it would have been used.
@@ -183,7 +183,7 @@ def ensure_module(
     compiled (both sides need them: the owner runs them, a caller reads their schema), their
     wire twins too with ``wire``, their keyed twins with ``keyed``."""
     in_memory = module_name.startswith(IN_MEMORY_PACKAGE + ".")
-    with _load_lock(module_name):
+    with _load_lock:
         module = sys.modules.get(module_name)
         if module is None and not in_memory:
             try:
@@ -220,14 +220,6 @@ def import_generated(module_name: str) -> types.ModuleType:
     for end in range(1, len(parts)):
         importlib.import_module(".".join(parts[:end]))
     return importlib.import_module(module_name)
-
-
-def _load_lock(module_name: str) -> threading.RLock:
-    with _lock:
-        lock = _load_locks.get(module_name)
-        if lock is None:
-            lock = _load_locks[module_name] = threading.RLock()
-        return lock
 
 
 def _function_lists(wire: bool, keyed: bool = False) -> tuple[str, ...]:

@@ -100,10 +100,10 @@ def _ensure(module_name: str, interface_cls: Any, move_tensors: bool, wire: bool
     _requests.append((name, wire))
     if name in _failures:
         raise ValueError(_failures[name])
-    # A slow load, as a real one is slow: under the module's load lock, so that another
-    # request for the same module waits for it. Each (interface, wire) is slow once.
+    # A slow load, as a real one is slow: under the registry's load lock, so that another
+    # request waits for it. Each (interface, wire) is slow once.
     delay = _delays.get(name, 0.0) if _requests.count((name, wire)) == 1 else 0.0
-    with registry._load_lock(module_name):
+    with registry._load_lock:
         time.sleep(delay)
         _original_ensure(module_name, interface_cls, move_tensors, wire)
 

@@ -25,9 +25,7 @@ def create_module(
             "Expect `module_cls(*args, **kwargs)` returns an instance of <class nn.Module>, "
             f"but it returns an instance of {type(module)}."
         )
-    if device != "cpu" or not _plain_module_on_cpu(module):
-        module = module.to(device)
-    return module
+    return module.to(device)
 
 
 def owned_rref(module: nn.Module, interface_cls: Any, scripted: bool, where: str) -> rpc.RRef[Any]:
@@ -50,21 +48,3 @@ def local_module(module_rref: rpc.RRef[Any]) -> nn.Module:
     if isinstance(module, torch._C.ScriptModule):
         return torch.jit._recursive.wrap_cpp_module(module)
     return module
-
-
-def _plain_module_on_cpu(module: nn.Module) -> bool:
-    """Whether ``module.to("cpu")`` would change nothing: no ``to``/``_apply`` of its own and
-    every parameter and buffer on the CPU (``.to()`` walks every submodule and tensor even
-    then, at a cost comparable to creating a small module)."""
-    pending = [module]
-    while pending:
-        current = pending.pop()
-        cls = type(current)
-        if cls.to is not nn.Module.to or cls._apply is not nn.Module._apply:
-            return False
-        for tensors in (current._parameters, current._buffers):
-            for tensor in tensors.values():
-                if tensor is not None and not tensor.is_cpu:
-                    return False
-        pending.extend(child for child in current._modules.values() if child is not None)
-    return True
