@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import torch
 import torch.distributed.rpc as rpc
 from torch import nn
-from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.nn.parameter import Parameter
 
 from remote_module import _torchscript
@@ -99,7 +98,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _internal_rpc_pickler._register_reducer(cls, pickling.reduce_remote_module)
+        pickling.register(cls, pickling.reduce_remote_module)
 
     def __init__(
         self,
@@ -325,10 +324,8 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
 
 # How torch's RPC pickler sends a RemoteModule, and a scripted module (refused for a scripted
 # RemoteModule): runtime.pickling.
-_internal_rpc_pickler._register_reducer(RemoteModule, pickling.reduce_remote_module)
-_internal_rpc_pickler._register_reducer(
-    torch.jit.RecursiveScriptModule, pickling.reduce_script_module
-)
+pickling.register(RemoteModule, pickling.reduce_remote_module)
+pickling.register(torch.jit.RecursiveScriptModule, pickling.reduce_script_module)
 # A RemoteModule received over RPC has in its __dict__ exactly what upstream's has (torch's own
 # test compares the keys): nn.Module's bookkeeping and the options' defaults come from here,
 # so that it is still callable as rm(x).

@@ -16,10 +16,13 @@ module travels as ``owner.load_script_module`` and its saved bytes.
 from __future__ import annotations
 
 import io
+import threading
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
 import torch.distributed.rpc as rpc
+from torch.distributed.rpc.internal import _internal_rpc_pickler
 
 from remote_module import _shared
 from remote_module.runtime import owner, registry
@@ -32,7 +35,7 @@ from remote_module.runtime.caller.construction import (
 )
 from remote_module.runtime.caller.failover import Plan
 
-__all__ = ["PICKLED_ATTRIBUTES", "reduce_remote_module", "reduce_script_module"]
+__all__ = ["PICKLED_ATTRIBUTES", "reduce_remote_module", "reduce_script_module", "register"]
 
 _SCRIPTED_OVER_RPC_ERROR = (
     "Passing a script RemoteModule over RPC is not supported. Please create a RemoteModule in "
@@ -92,3 +95,17 @@ def reduce_script_module(module: torch.jit.RecursiveScriptModule) -> tuple[Any, 
     buffer = io.BytesIO()
     torch.jit.save(module, buffer)
     return owner.load_script_module, (buffer.getvalue(),)
+
+
+_registering = threading.Lock()
+
+
+def register(cls: type, reducer: Callable[[Any], tuple[Any, tuple[Any, ...]]]) -> None:
+    """Have torch's RPC pickler send ``cls`` through ``reducer`` (RemoteModule, each subclass
+    as it is defined, scripted modules). Copy on write: torch's pickler iterates this table
+    on every message, and a typed class defined while another thread pickled (a generated
+    module loading on an owner) raised "dictionary changed size during iteration" there."""
+    with _registering:
+        table = _internal_rpc_pickler._class_reducer_dict
+        if cls not in table:
+            _internal_rpc_pickler._class_reducer_dict = {**table, cls: reducer}
