@@ -185,12 +185,15 @@ def construct(
         module_name = registry.scriptable_module_name(interface_cls, move_tensors)
         loading = (module_name, interface_cls, move_tensors, wire_dtype is not None)
         creating = (module_cls, args, kwargs, placement.device, interface_cls)
+        sent = time.monotonic()  # a request that took the timeout to send is late
         future, load = _create_with_interface(placement, creating, loading, creator, seconds)
         arrivals = replies.watch(future)  # the reply is judged by when it came
+        loading_started = time.monotonic()
         generated = registry.ensure_module(*loading)  # as the owner creates and loads its own
-        # Judged from here: this side's own load and compile hold the GIL, and with it the
-        # callback that notes when the reply came.
-        creation = Creation(future, time.monotonic(), arrivals, creator)
+        # Not counted: this side's own load and compile hold the GIL, and with it the callback
+        # that notes when the reply came.
+        sent += time.monotonic() - loading_started
+        creation = Creation(future, sent, arrivals, creator)
         module_rref = None  # until the creation's reply is taken (runtime.caller.pending)
     plan = None
     if seats is not None:
@@ -253,7 +256,8 @@ def _create_with_interface(
 ) -> tuple[Future[Any], Future[Any]]:
     """With an interface: ``owner.create_with_interface``, sent and not awaited (the first
     operation that needs the module takes the reply: ``runtime.caller.pending``), without an
-    RPC deadline (its reply carries an RRef: ``runtime.caller.replies``); and beside it the
+    RPC deadline (its reply carries an RRef: ``runtime.caller.replies``): the caller judges it
+    against the timeout from when it was sent, less its own load; and beside it the
     owner's load of the generated module (``owner.load_generated``), bounded by the timeout,
     so that the owner loads as it creates."""
     try:
