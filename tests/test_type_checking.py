@@ -93,7 +93,9 @@ def _mypy(project: Path) -> dict[str, set[int]]:
 
 def _pyright(project: Path) -> dict[str, set[int]]:
     run = subprocess.run(
-        [_tool("basedpyright"), "scorer", *USE_FILES],
+        # This interpreter's packages (torch), not those of whatever `python` PATH finds first
+        # (pyright asks it): the same as in an activated venv, and right without activating.
+        [_tool("basedpyright"), "--pythonpath", sys.executable, "scorer", *USE_FILES],
         cwd=project,
         capture_output=True,
         text=True,

@@ -513,13 +513,16 @@ def _forward_all(remote_device: str) -> list[Any]:
 
 
 def _check_invalid_devices_without_cuda() -> None:
-    with pytest.raises(
-        RuntimeError, match=r"Expected one of .+ device type at start of device string"
-    ):
-        _forward_all(f"{WORKER1}/foo")
-
-    with pytest.raises(RuntimeError, match=r"Invalid device string: 'cpu2'"):
-        _forward_all(f"{WORKER1}/cpu2")
+    # Upstream matches torch's wording of these ("Expected one of ... device type at start of
+    # device string", "Invalid device string: 'cpu2'"); here: torch.device's own error, as this
+    # torch words it.
+    for device in ("foo", "cpu2"):
+        with pytest.raises(RuntimeError) as torchs_own:
+            torch.device(device)
+        with pytest.raises(RuntimeError) as raised:
+            _forward_all(f"{WORKER1}/{device}")
+        assert str(raised.value) == str(torchs_own.value)
+        assert device in str(raised.value)
 
     # Ours: an empty device is a malformed remote_device, refused like every other one (upstream
     # lets torch.device("") raise "Device string must not be empty", naming nothing).
