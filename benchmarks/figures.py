@@ -625,7 +625,10 @@ FRESH_FIGURES: dict[str, Callable[[Sizes, str], dict[str, float]]] = {
 }
 
 
-def measure(figure: Figure, sizes: Sizes, repeats: int, impl: str | None) -> Any:
+def measure(
+    figure: Figure, sizes: Sizes, repeats: int, impl: str | None, row: str | None = None
+) -> Any:
+    """A figure's samples (``row`` is for ``pair_per_row`` figures, none of which is here)."""
     if figure.launch == "fresh":
         if impl is None:
             raise ValueError(f"{figure.name} needs --impl")

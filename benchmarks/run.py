@@ -3,12 +3,12 @@
 
 Every figure runs in its own worker processes on 127.0.0.1 (``benchmarks.worker``): rank 0
 measures, rank 1 owns the modules. The construction and first-call figures start a new pair
-for every repeat and implementation, the import figure a new interpreter
-(``benchmarks.importtime``), and the shaped-link figure puts rank 1 in a network namespace
-behind a veth pair shaped with ``tc`` (skipped, saying why, without root and iproute2).
-Within a figure the implementations are interleaved A B A B; the table shows per
-implementation the median and min-max over the repeats, and the median of the per-repeat
-paired ratios against the row's reference (the floor, unless noted).
+for every repeat and implementation (the fresh-sequence figure for every row too), the import
+figure a new interpreter (``benchmarks.importtime``), and the shaped-link figure puts rank 1
+in a network namespace behind a veth pair shaped with ``tc`` (skipped, saying why, without
+root and iproute2). Within a figure the implementations are interleaved A B A B; the table
+shows per implementation the median and min-max over the repeats, and the median of the
+per-repeat paired ratios against the row's reference (the floor, unless noted).
 
 ``--json`` writes ``{"meta": {...}, "figures": {figure: {"description", "launch", "rows":
 {row: {"unit", "higher_is_better", "reference", "description", "impls": {impl: {"median",
@@ -82,9 +82,11 @@ def run_workers(
     timeout_s: float,
     impl: str | None = None,
     hosts_of: Any = on_loopback,
+    row: str | None = None,
 ) -> Any:
     """Start the figure's process(es), wait (bounded), return what rank 0 wrote.
-    ``hosts_of(rank)`` gives a rank's command prefix and environment (its host)."""
+    ``hosts_of(rank)`` gives a rank's command prefix and environment (its host); ``row``:
+    the one row a ``pair_per_row`` figure's pair measures."""
     out = workdir / f"{tag}.json"
     port = free_port()
     env = dict(
@@ -112,6 +114,8 @@ def run_workers(
             ]
             if impl is not None:
                 command.append(impl)
+                if row is not None:
+                    command.append(row)
             with open(logs[rank], "wb") as log:
                 processes[rank] = subprocess.Popen(
                     command,
@@ -182,21 +186,22 @@ def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
                     samples[row][impl].extend(repeat_values)
         return samples
     samples = {row.name: {impl: [] for impl in row.impls} for row in figure.rows}
-    impls = list(dict.fromkeys(impl for row in figure.rows for impl in row.impls))
+    # Which row each pair measures (None: every row) and its implementations.
+    groups: list[tuple[str | None, list[str]]] = [
+        (None, list(dict.fromkeys(impl for row in figure.rows for impl in row.impls)))
+    ]
+    if figure.pair_per_row:
+        groups = [(row.name, list(row.impls)) for row in figure.rows]
     for repeat in range(figure_repeats(figure, repeats, size)):
-        shift = repeat % len(impls)  # rotating order (A B C, B C A, ...): one fresh pair each
-        for impl in impls[shift:] + impls[:shift]:
-            values = run_workers(
-                figure,
-                size,
-                1,
-                workdir,
-                f"{figure.name}-{impl}-{repeat}",
-                FRESH_TIMEOUT_S[size],
-                impl=impl,
-            )
-            for row, value in values.items():
-                samples[row][impl].append(value)
+        for only, impls in groups:
+            shift = repeat % len(impls)  # rotating order (A B C, B C A, ...): one fresh pair each
+            for impl in impls[shift:] + impls[:shift]:
+                tag = "-".join(part for part in (figure.name, only, impl, str(repeat)) if part)
+                values = run_workers(
+                    figure, size, 1, workdir, tag, FRESH_TIMEOUT_S[size], impl=impl, row=only
+                )
+                for row, value in values.items():
+                    samples[row][impl].append(value)
     return samples
 
 
@@ -219,17 +224,20 @@ def compile_byte_code() -> None:
 
 
 def warm_render_cache() -> None:
-    """Render the in-memory module of the interface without build-time stubs once, as any
+    """Render the in-memory modules of the interfaces without build-time stubs once, as any
     earlier process on a user's machine would have: the ``scriptable_first_no_codegen`` row
-    then measures what every later first construction costs (the render cache warm), in each
-    of its samples alike."""
+    and ``fresh_sequence``'s ``no_stubs`` row then measure what every later first
+    construction costs (the render cache warm), in each of their samples alike."""
     subprocess.run(
         [
             sys.executable,
             "-c",
+            "from benchmarks.fresh_interfaces import PlainFirstInterface, PlainSecondInterface\n"
             "from benchmarks.interfaces import UngeneratedTinyInterface\n"
             "from remote_module.runtime import registry\n"
-            "registry.scriptable_module(UngeneratedTinyInterface, False)\n",
+            "for interface in (UngeneratedTinyInterface, PlainFirstInterface, "
+            "PlainSecondInterface):\n"
+            "    registry.scriptable_module(interface, False)\n",
         ],
         cwd=ROOT,
         check=True,

@@ -48,6 +48,11 @@ class Figure:
     pair_per_repeat: bool = False
     # The figure SIGKILLs its owner (rank 1) on purpose: its exit is not a failure.
     kills_owner: bool = False
+    # A ``fresh`` figure whose every row gets process pairs of its own: each row times what
+    # its processes do first (the worker is told the row).
+    pair_per_row: bool = False
+    # The module whose ``measure`` runs the figure; both ranks import it before RPC starts.
+    module: str = "benchmarks.figures"
 
 
 @dataclass(frozen=True)
@@ -195,6 +200,34 @@ FIGURES: tuple[Figure, ...] = (
             ),
         ),
         "a new process pair per repeat and implementation",
+    ),
+    Figure(
+        "fresh_sequence",
+        "fresh",
+        (
+            Row(
+                "stubs",
+                "ms",
+                (OURS, UPSTREAM),
+                UPSTREAM,
+                description="two constructions with two interfaces (build-time stubs, "
+                "imported by ours' processes at start), torch.jit.script of each, then a "
+                "construction without interface and its first forward, timed as one",
+            ),
+            Row(
+                "no_stubs",
+                "ms",
+                (OURS, UPSTREAM),
+                UPSTREAM,
+                description="the same with two interfaces without build-time stubs (a user's "
+                "plain interfaces: rendered in memory, the render cache warm)",
+            ),
+        ),
+        "a whole first sequence in new processes: a new process pair per repeat, row and "
+        "implementation, which import only the figure's own interfaces (nothing compiled "
+        "before the sequence but them)",
+        pair_per_row=True,
+        module="benchmarks.fresh_sequence",
     ),
     Figure(
         "import",

@@ -1,11 +1,13 @@
 """One benchmark process: ``python -m benchmarks.worker FIGURE RANK PORT SIZE REPEATS OUT
-[IMPL]``. Rank 0 (``worker0``) measures and writes JSON to OUT; rank 1 (``worker1``) owns the
-modules; in a ``trio`` figure rank 2 (``worker2``) is the owner's standby. A ``single`` figure
-runs rank 0 alone, without RPC."""
+[IMPL [ROW]]``. Rank 0 (``worker0``) measures and writes JSON to OUT; rank 1 (``worker1``) owns
+the modules; in a ``trio`` figure rank 2 (``worker2``) is the owner's standby. A ``single``
+figure runs rank 0 alone, without RPC. Both ranks import the figure's module (``Figure.module``)
+and run its ``prepare(IMPL, ROW)``, where it has one, before RPC starts."""
 
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import sys
@@ -25,20 +27,24 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", message="`torch.jit.", category=DeprecationWarning)
     name, rank_text, port_text, size, repeats_text, out = argv[:6]
     impl = argv[6] if len(argv) > 6 else None
+    row = argv[7] if len(argv) > 7 else None
     rank, port, repeats = int(rank_text), int(port_text), int(repeats_text)
 
     import torch.distributed.rpc as rpc
 
-    from benchmarks import figures
     from benchmarks.spec import SIZES, figure
 
     spec = figure(name)
+    measuring = importlib.import_module(spec.module)
+    prepare = getattr(measuring, "prepare", None)
+    if prepare is not None:  # what the sample's program imports besides the figure's module
+        prepare(impl, row)
     # Collect once, then keep the import-time heap out of later collections: otherwise a full
     # collection (tens of ms with torch loaded) lands inside whichever measurement comes first.
     gc.collect()
     gc.freeze()
     if spec.launch == "single":
-        result = figures.measure(spec, SIZES[size], repeats, impl)
+        result = measuring.measure(spec, SIZES[size], repeats, impl, row)
         _write(out, result)
         return 0
     address = os.environ.get("RM_BENCH_ADDR", "127.0.0.1")  # the shaped link's, or loopback
@@ -55,7 +61,7 @@ def main(argv: list[str]) -> int:
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=world_size, rpc_backend_options=options)
     if rank == 0:
         try:
-            result = figures.measure(spec, SIZES[size], repeats, impl)
+            result = measuring.measure(spec, SIZES[size], repeats, impl, row)
         except BaseException:
             rpc.shutdown(graceful=False)
             raise
