@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: benchmarks.fresh_interfaces.StubbedFirstInterface
-# generator version: 0.2.2
+# generator version: 0.3.0
 # interface fingerprint: 4ecd91d30f5209ec
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``benchmarks.fresh_interfaces.StubbedFirstInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from benchmarks.fresh_interfaces import StubbedFirstInterface
 
-GENERATOR_VERSION = "0.2.2"
+GENERATOR_VERSION = "0.3.0"
 INTERFACE = "benchmarks.fresh_interfaces.StubbedFirstInterface"
 INTERFACE_FINGERPRINT = "4ecd91d30f5209ec"
 MOVES_CPU_TENSORS_TO_DEVICE = True

@@ -3,7 +3,7 @@
 # pyright: reportAny=false, reportExplicitAny=false, reportUnusedParameter=false
 # pyright: reportImplicitOverride=false, reportUnannotatedClassAttribute=false
 # interface: benchmarks.fresh_interfaces.StubbedSecondInterface
-# generator version: 0.2.2
+# generator version: 0.3.0
 # interface fingerprint: 9447363b6befe5e2
 """Remote methods of a ``@torch.jit.interface``, for ``remote_module.RemoteModule``:
 ``benchmarks.fresh_interfaces.StubbedSecondInterface``.
@@ -19,7 +19,7 @@ from torch.futures import Future
 
 from benchmarks.fresh_interfaces import StubbedSecondInterface
 
-GENERATOR_VERSION = "0.2.2"
+GENERATOR_VERSION = "0.3.0"
 INTERFACE = "benchmarks.fresh_interfaces.StubbedSecondInterface"
 INTERFACE_FINGERPRINT = "9447363b6befe5e2"
 MOVES_CPU_TENSORS_TO_DEVICE = True
