@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,10 @@ FRESH_TIMEOUT_S = {"smoke": 120.0, "full": 180.0}
 # One sample per fresh process pair, and those vary most: four per repeat in a full run (a
 # 4 ms figure whose samples span 3-10 ms), one in a smoke run (which only shows it works).
 FRESH_REPEATS_FACTOR: dict[str, int] = {"smoke": 1, "full": 4}
+# How a rank says that the rendezvous port went to another process first, and how many ports
+# a pair tries.
+PORT_TAKEN = "EADDRINUSE"
+PORT_ATTEMPTS = 3
 
 Samples = dict[str, dict[str, list[float]]]
 
@@ -86,7 +91,31 @@ def run_workers(
 ) -> Any:
     """Start the figure's process(es), wait (bounded), return what rank 0 wrote.
     ``hosts_of(rank)`` gives a rank's command prefix and environment (its host); ``row``:
-    the one row a ``pair_per_row`` figure's pair measures."""
+    the one row a ``pair_per_row`` figure's pair measures. A rendezvous port taken by another
+    process between :func:`free_port` and rank 0's listen is tried again with another one
+    (on a shared machine one pair in ~100 lost that race and ended the whole run)."""
+    run = partial(_run_workers, figure, size, repeats, workdir, tag, timeout_s, impl, hosts_of, row)
+    for attempt in range(1, PORT_ATTEMPTS):
+        try:
+            return run()
+        except BenchmarkError as error:
+            if PORT_TAKEN not in str(error):
+                raise
+            print(f"[{tag}] rendezvous port taken, trying another ({attempt})", file=sys.stderr)
+    return run()
+
+
+def _run_workers(
+    figure: Figure,
+    size: str,
+    repeats: int,
+    workdir: Path,
+    tag: str,
+    timeout_s: float,
+    impl: str | None,
+    hosts_of: Any,
+    row: str | None,
+) -> Any:
     out = workdir / f"{tag}.json"
     port = free_port()
     env = dict(
