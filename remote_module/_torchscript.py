@@ -46,6 +46,7 @@ import torch
 __all__ = [
     "TorchScriptUnavailableError",
     "on_purpose",
+    "parse_script_stubs",
     "script",
     "script_module",
     "use_script_stubs",
@@ -201,6 +202,14 @@ if _STUBS_SUPPORTED:
 
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             return self.original_method(self._rm_self, *args, **kwargs)
+
+
+def parse_script_stubs(functions: list[Callable[..., Any]]) -> None:
+    """Parse the stubs :func:`use_script_stubs` will install, once per process (ahead of a
+    wait, so that the parse overlaps it)."""
+    if _STUBS_SUPPORTED:
+        for function in functions:
+            _parse(function)
 
 
 def use_script_stubs(module: torch.nn.Module, functions: list[Callable[..., Any]]) -> None:
@@ -377,24 +386,3 @@ _getattribute = torch.nn.Module.__getattribute__
 
 
 # --- The first run on an owner ---------------------------------------------------------------
-# A graph with an op outside the profiling executor's own list (linear, embedding, the norms)
-# compiles torch's autodiff formulas on its first run: ~25 ms once per process, GIL released,
-# begun here with an owner's first scripted module (benchmarks/README, construction figure).
-_WARM_SOURCE = "def warm(x: Tensor, w: Tensor) -> Tensor:\n    return torch._C._nn.linear(x, w)\n"
-_warm_lock = threading.Lock()
-_warming: list[threading.Thread] = []  # the one warming thread, once started
-
-
-def warm_executor() -> None:
-    """Start, once per process, the first run of a small graph with ``linear`` in a thread (not
-    a daemon: an exit waits for it rather than cut it off in torch's code)."""
-    with _warm_lock:
-        if _warming or not torch.jit._state._enabled:
-            return
-        _warming.append(threading.Thread(target=_warm, name="remote_module-warm-executor"))
-    _warming[0].start()
-
-
-def _warm() -> None:
-    with contextlib.suppress(Exception):  # a head start only: the first call does it otherwise
-        torch.jit.CompilationUnit(_WARM_SOURCE).warm(torch.zeros(1, 1), torch.zeros(1, 1))

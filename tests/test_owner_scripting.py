@@ -241,27 +241,3 @@ def test_no_warning() -> None:
         torchscript.script_module(nn.Bilinear(2, 2, 2), "a test")  # a class new here
         torchscript.script_module(nn.Bilinear(2, 2, 2), "a test")
     assert [str(w.message) for w in caught] == []
-
-
-def test_the_warm_graph_is_linear() -> None:
-    unit = torch.jit.CompilationUnit(torchscript._WARM_SOURCE)
-    x, w = torch.randn(2, 3), torch.randn(4, 3)
-    torch.testing.assert_close(unit.warm(x, w), torch.nn.functional.linear(x, w))
-
-
-def test_the_executor_is_warmed_by_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    warming: list[Any] = []
-    monkeypatch.setattr(torchscript, "_warming", warming)
-    torchscript.warm_executor()
-    torchscript.warm_executor()
-    assert [thread.name for thread in warming] == ["remote_module-warm-executor"]
-    warming[0].join(60)
-    assert not warming[0].is_alive()
-    assert not warming[0].daemon  # an exit waits for it
-
-
-def test_nothing_is_warmed_where_torchscript_is_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torchscript, "_warming", [])
-    monkeypatch.setattr(torch.jit._state, "_enabled", False)
-    torchscript.warm_executor()
-    assert torchscript._warming == []

@@ -77,16 +77,6 @@ def test_scripted_every_method_matches_python(
     assert scripted.describe_async("v", 3).wait() == "v3"
 
 
-def test_an_owner_warms_torchscripts_executor_once(scaled_rm: RemoteModule, x: Tensor) -> None:
-    # Its first scripted module started the warm-up; a second one starts no other, and its
-    # first call (which may run while a warm-up does, elsewhere) gives what the module does.
-    scaled_rm.get_module_rref()  # the creation has run on worker1
-    assert rpc.rpc_sync("worker1", helpers.warm_executor_finished, (60.0,)) == [True]
-    another = RemoteModule("worker1/cpu", ScaledLinear, module_interface_cls=LinearInterface)
-    torch.testing.assert_close(another(x, 2.0), local_scaled(another)(x, 2.0))
-    assert rpc.rpc_sync("worker1", helpers.warm_executor_finished, (60.0,)) == [True]
-
-
 def test_scripted_defaults_and_keyword_arguments(
     scaled_rm: RemoteModule, scripted: torch.jit.ScriptModule, x: Tensor
 ) -> None:

@@ -273,16 +273,6 @@ def imported(module_name: str) -> bool:
     return module_name in sys.modules
 
 
-def warm_executor_finished(timeout: float) -> list[bool]:
-    """On a worker: for each thread remote_module started there to warm TorchScript's executor
-    (at most one), whether it finished within ``timeout`` seconds."""
-    from remote_module import _torchscript
-
-    for thread in _torchscript._warming:
-        thread.join(timeout)
-    return [not thread.is_alive() for thread in _torchscript._warming]
-
-
 class Refuses(nn.Module):
     """``forward`` raises a ValueError on the owner (a module's own error, not an RPC's)."""
 

@@ -182,12 +182,16 @@ def construct(
         generated = registry.non_scriptable_module()
         module_name = None
     else:
-        module_name = registry.scriptable_module_name(interface_cls, move_tensors)
-        loading = (module_name, interface_cls, move_tensors, wire_dtype is not None)
         creating = (module_cls, args, kwargs, placement.device, interface_cls)
         sent = time.monotonic()  # a request that took the timeout to send is late
-        future, load = _create_with_interface(placement, creating, loading, creator, seconds)
+        future = _create_with_interface(placement, creating, creator)  # before the parse below
         arrivals = replies.watch(future)  # the reply is judged by when it came
+        module_name = registry.scriptable_module_name(interface_cls, move_tensors)
+        loading = (module_name, interface_cls, move_tensors, wire_dtype is not None)
+        try:  # the owner's load of the generated module, beside the creation
+            load = rpc.rpc_async(placement.on, owner.load_generated, loading, timeout=seconds)
+        except RuntimeError as error:
+            raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
         loading_started = time.monotonic()
         generated = registry.ensure_module(*loading)  # as the owner creates and loads its own
         # Not counted: this side's own load and compile hold the GIL, and with it the callback
@@ -248,24 +252,16 @@ def _create(
 
 
 def _create_with_interface(
-    placement: Placement,
-    creating: tuple[Any, ...],
-    loading: tuple[Any, ...],
-    creator: str,
-    seconds: float,
-) -> tuple[Future[Any], Future[Any]]:
+    placement: Placement, creating: tuple[Any, ...], creator: str
+) -> Future[Any]:
     """With an interface: ``owner.create_with_interface``, sent and not awaited (the first
     operation that needs the module takes the reply: ``runtime.caller.pending``), without an
     RPC deadline (its reply carries an RRef: ``runtime.caller.replies``): the caller judges it
-    against the timeout from when it was sent, less its own load; and beside it the
-    owner's load of the generated module (``owner.load_generated``), bounded by the timeout,
-    so that the owner loads as it creates."""
+    against the timeout from when it was sent, less its own load."""
     try:
-        future = rpc.rpc_async(placement.on, owner.create_with_interface, creating, timeout=0)
-        load = rpc.rpc_async(placement.on, owner.load_generated, loading, timeout=seconds)
+        return rpc.rpc_async(placement.on, owner.create_with_interface, creating, timeout=0)
     except RuntimeError as error:
         raise failure(error, f"RemoteModule: creating {creator}", placement.on) from error
-    return future, load
 
 
 def from_module_rref(

@@ -240,14 +240,18 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
                 "be scripted: torch.jit.script needs a RemoteModule built with a "
                 "@torch.jit.interface class as module_interface_cls"
             )
+        methods: list[Callable[..., Any]] = [
+            *self.generated_methods,
+            RemoteModule.__getstate__,
+            RemoteModule.__setstate__,
+        ]
+        _torchscript.parse_script_stubs(methods)  # while the owner may still create and load
         # Scripted calls go straight to the owner's compiled remote functions.
         pending.wait_for_owner(self, "torch.jit.script")
         construction.complete(self)  # what TorchScript reads from __dict__
         # checkpoint_every: its TorchScript calls are counted (None: TorchScript compiles none)
         self.__dict__[COUNTING] = failover.count_scripted(self)
-        _torchscript.use_script_stubs(
-            self, [*self.generated_methods, RemoteModule.__getstate__, RemoteModule.__setstate__]
-        )
+        _torchscript.use_script_stubs(self, methods)
         return self
 
     @property

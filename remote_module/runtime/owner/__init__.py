@@ -34,7 +34,7 @@ from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.futures import Future
 from torch.nn.parameter import Parameter
 
-from remote_module import _shared, _torchscript
+from remote_module import _shared
 from remote_module.runtime import registry, values
 from remote_module.runtime.errors import CreationFailure, RemoteFailure, creation_failure, short
 from remote_module.runtime.owner import checkpoints, table
@@ -104,8 +104,6 @@ def create_with_interface(
     (as data). The generated module is loaded by :func:`load_generated`, which the caller
     sends beside this request."""
     scripted = _shared.is_script_interface(interface_cls)
-    if scripted:
-        _torchscript.warm_executor()  # its calls will run TorchScript here: begin its set-up
     try:
         module = create_module(module_cls, args, kwargs, device)
         module_rref = owned_rref(module, interface_cls, scripted, "on its owner")
