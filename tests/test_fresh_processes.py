@@ -73,8 +73,8 @@ def test_a_fresh_owner_serves_every_kind_of_first_message_at_once() -> None:
     ``init_from_module_rref`` (with and without a Protocol interface); ``remote_state_dict``,
     ``load_remote_state_dict``, ``remote_parameters`` and ``train`` as a RemoteModule's first
     operation; ``checkpoint()`` to a fresh standby; RemoteModules received in arguments. Every
-    result equals the same module's computed here, each within half the RemoteModule timeout
-    of the start; three rounds, each of new processes."""
+    result equals the same module's computed here, each within three quarters of the
+    RemoteModule timeout of the start; three rounds, each of new processes."""
     assert_rounds("owner", rounds=3)
 
 
@@ -92,7 +92,7 @@ def test_fresh_receivers_call_the_remote_modules_they_receive_at_once() -> None:
 def test_owner_failures_reach_the_caller_promptly_named_as_themselves() -> None:
     """On a fresh owner whose RPC threads are all busy: a module whose constructor raises,
     and a module whose import fails there (``tests.support.fresh_broken``), in each family.
-    Their first call, sync and ``_async``, raises within half the RemoteModule timeout (a
-    third of the RPC timeout) an error that names the owner and the owner's exception type
-    and message; good constructions beside them work."""
+    Their first call, sync and ``_async``, raises within three quarters of the RemoteModule
+    timeout (short of it, and of the RPC timeout) an error that names the owner and the
+    owner's exception type and message; good constructions beside them work."""
     assert_rounds("failures", rounds=1)

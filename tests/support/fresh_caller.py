@@ -56,7 +56,7 @@ from tests.support.rpc_group import ROOT, checkout_env
 
 RPC_TIMEOUT_S = 60.0  # the group's default RPC timeout: no failure may take this long
 RM_TIMEOUT_S = 20.0  # every RemoteModule's timeout (and every plain RPC's here)
-PROMPT_S = RM_TIMEOUT_S / 2  # each operation's bound, from the moment all of them start
+PROMPT_S = RM_TIMEOUT_S * 0.75  # each operation's bound from the start, short of a timeout
 BUSY_S = 1.5  # how long each RPC thread of a fresh worker is kept busy first
 THREADS = 16  # RPC threads of each fresh worker (torch's default): all busy when the burst comes
 ROUND_LIMIT_S = 100.0  # the whole round, start-up and shutdown included (watchdog)
