@@ -222,7 +222,7 @@ def _settle(remote_module: Any, sent: _Sent, value: Any) -> Any:
     """A call's reply as its caller gets it: the first call's key kept, the wire's casts
     undone."""
     if sent.first:
-        on = _owner_name(remote_module)
+        on = failover.owner_name(remote_module)
         value = keys.settle_first_call(
             remote_module._rm_record, remote_module.module_rref, value, on
         )
@@ -257,13 +257,6 @@ def _when_both_done(first: Future[Any], second: Future[Any], then: Callable[[], 
 
     first.add_done_callback(one_done)
     second.add_done_callback(one_done)
-
-
-def _owner_name(remote_module: Any) -> str:
-    try:
-        return str(remote_module.module_rref.owner_name())
-    except RuntimeError:
-        return str(remote_module.on)
 
 
 def _untraced(fn: Callable[..., R]) -> Callable[..., R]:

@@ -62,6 +62,7 @@ __all__ = [
     "failed_later",
     "make_plan",
     "off_cpu",
+    "owner_name",
     "seats",
 ]
 
@@ -134,7 +135,7 @@ def failed(remote_module: Any, error: Exception, method: str, at: int) -> Except
     the RuntimeError saying no standby answered); otherwise :func:`errors.failure`'s."""
     plan: Plan | None = remote_module._rm_record.failover
     if plan is None or not owner_gone(error):
-        return failure(error, method, _owner_name(remote_module))
+        return failure(error, method, owner_name(remote_module))
     try:
         promotion = _take_over(remote_module, plan, at)
     except _NoStandby as none:
@@ -153,7 +154,7 @@ def failed_later(
     on RPCs, so it runs on a thread of its own, never in an RPC callback."""
     plan: Plan | None = remote_module._rm_record.failover
     if plan is None or not owner_gone(error):
-        result.set_exception(failure(error, method, _owner_name(remote_module)))
+        result.set_exception(failure(error, method, owner_name(remote_module)))
         return
 
     def promote_then_fail() -> None:
@@ -262,7 +263,8 @@ def _plan_of(remote_module: Any, method: str) -> Plan:
     return plan
 
 
-def _owner_name(remote_module: Any) -> str:
+def owner_name(remote_module: Any) -> str:
+    """The worker that owns ``remote_module``'s module now (its RRef's owner, else ``on``)."""
     try:
         return str(remote_module.module_rref.owner_name())
     except RuntimeError:
@@ -284,7 +286,7 @@ def checkpoint(remote_module: Any) -> int:
     except Exception as error:  # the owner gone (a promotion), or too slow
         raise failed(remote_module, error, "checkpoint", at) from error
     if isinstance(reply, RemoteFailure):
-        raise reply.error("checkpoint", _owner_name(remote_module))
+        raise reply.error("checkpoint", owner_name(remote_module))
     return int(reply)
 
 

@@ -243,7 +243,7 @@ def request(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except Exception as error:
-        return RemoteFailure(type(error).__name__, str(error), traceback.format_exc())
+        return _as_failure(error)
 
 
 def parameter_rrefs(module_rref: rpc.RRef[Any], recurse: bool) -> list[rpc.RRef[Parameter]]:
@@ -291,8 +291,7 @@ def cut_checkpoint(module_rref: rpc.RRef[Any], ticket: tuple[Any, ...]) -> Futur
             raise RuntimeError("this worker is no longer the owner: fail_over() moved the module")
         sending = _send(owned, checkpoints.snapshot(local_module(module_rref)))
     except Exception as error:
-        text = "".join(traceback.format_exception(error))
-        answer.set_result(RemoteFailure(type(error).__name__, str(error), text))
+        answer.set_result(_as_failure(error))
         return answer
 
     def replied(done: Future[list[Any]]) -> None:
@@ -330,6 +329,12 @@ def promote(
 def retire(identity: str, position: int) -> None:
     """On the old owner after ``fail_over()``: no more checkpoints of ``identity``."""
     checkpoints.retire(identity, position)
+
+
+def _as_failure(error: BaseException) -> RemoteFailure:
+    """``error`` as data for the caller: its type name, message and traceback."""
+    text = "".join(traceback.format_exception(error))
+    return RemoteFailure(type(error).__name__, str(error), text)
 
 
 def _send_if_due(owned: Owned, due: checkpoints.Snapshot | None) -> None:
