@@ -15,7 +15,10 @@ Generated code reaches all of it through ``remote_module.runtime.contract``, the
 imports.
 """
 
+from typing import Any
+
 import torch
+import torch.distributed.autograd
 from torch import Tensor
 
 __all__ = [
@@ -24,6 +27,8 @@ __all__ = [
     "FINGERPRINT",
     "GENERATED_METHODS",
     "GENERATOR_VERSION",
+    "INT8_BLOCK",
+    "INT8_MIN_VALUES",
     "INTERFACE",
     "INTERFACE_CLASS",
     "INTERNAL_PREFIX",
@@ -36,6 +41,7 @@ __all__ = [
     "REMOTE_FUNCTIONS",
     "REMOTE_PREFIX",
     "RESERVED_NAMES",
+    "WIRE_DTYPES",
     "WIRE_FUNCTIONS",
     "WIRE_SUFFIX",
     "StaleGeneratedModuleWarning",
@@ -202,19 +208,113 @@ def move_tensor(value: Tensor, device: torch.device) -> Tensor:
     return value.to(device)
 
 
-def cast_tensor(value: Tensor, dtype: torch.dtype, sent: list[Tensor]) -> Tensor:
-    """A floating ``value`` cast to the wire ``dtype``, an empty tensor of its own dtype
-    appended to ``sent`` (a dtype TorchScript and Python both carry in a list); any other
-    tensor as it is."""
+# --- The 8-bit wire (``wire_dtype=torch.int8``) ------------------------------------------------
+
+# The wire dtypes a RemoteModule accepts, in the order its error names them.
+WIRE_DTYPES = (torch.bfloat16, torch.float16, torch.int8)
+# Values per block of one float32 scale: codes cost 1 byte a value, scales 4 bytes a block.
+INT8_BLOCK = 1024
+# A floating tensor of fewer values crosses as bf16: its scale and the codes' own framing
+# (another tensor in the message) would outweigh the byte a value saved.
+INT8_MIN_VALUES = 512
+
+
+class _StraightThrough(torch.autograd.Function):
+    """The gradient path of an 8-bit tensor: a bf16 zero of the tensor's shape, one value
+    broadcast (2 bytes on the wire), whose gradient the tensor takes as its own (the derivative
+    of the rounding taken as 1). The receiver adds it to the decoded values, so the gradient
+    crosses back in bf16."""
+
+    @staticmethod
+    def forward(ctx: Any, value: Tensor) -> Tensor:
+        ctx.dtype = value.dtype
+        return torch.zeros((), dtype=torch.bfloat16).expand(value.shape)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        return grad.to(ctx.dtype)
+
+
+@torch.jit.ignore
+def _gradient_path(value: Tensor) -> Tensor | None:
+    """The straight-through carrier of ``value`` under distributed autograd, else None (the
+    gradient could not cross anyway). TorchScript calls it back into Python."""
+    try:
+        torch.distributed.autograd._current_context()
+    except RuntimeError:
+        return None
+    return _StraightThrough.apply(value)
+
+
+def _quantize(value: Tensor, block: int = INT8_BLOCK) -> tuple[Tensor, Tensor]:
+    """Int8 codes of ``value`` (its shape) and one float32 scale per block of ``INT8_BLOCK``
+    values in contiguous order (the block's largest magnitude / 127; the last block may be
+    short): each code is its value / scale rounded, so it is off by at most half a step."""
+    flat = value.detach().reshape(-1).float()  # the gradient takes the straight path alone
+    count = flat.numel()
+    tail = count % block
+    if tail:  # zeros do not move a block's largest magnitude
+        flat = torch.cat([flat, flat.new_zeros(block - tail)])
+    blocks = flat.view(-1, block)
+    largest = blocks.abs().amax(dim=1, keepdim=True)
+    inverse = torch.where(largest > 0, 127.0 / largest, torch.zeros_like(largest))
+    codes = (blocks * inverse).round_().to(torch.int8)
+    return codes.view(-1)[:count].view(value.shape), (largest / 127.0).view(-1)
+
+
+def _dequantize(codes: Tensor, scales: Tensor, block: int = INT8_BLOCK) -> Tensor:
+    """The float32 values of ``codes`` (the inverse of :func:`_quantize`)."""
+    flat = codes.reshape(-1)
+    count = flat.numel()
+    tail = count % block
+    if tail:
+        flat = torch.cat([flat, flat.new_zeros(block - tail)])
+    values = flat.view(-1, block).float().mul_(scales.view(-1, 1))
+    return values.view(-1)[:count].view(codes.shape)
+
+
+def cast_tensor(
+    value: Tensor, dtype: torch.dtype, sent: list[Tensor], smallest: int = INT8_MIN_VALUES
+) -> Tensor:
+    """``value`` as it crosses the wire with ``dtype``; what the receiver needs to restore it
+    is appended to ``sent`` (tensors: TorchScript and Python both carry a list of them):
+
+    - a floating tensor: an empty tensor of its own dtype, then the tensor cast to ``dtype``;
+      with ``torch.int8`` and at least ``INT8_MIN_VALUES`` values, its codes instead, their
+      scales appended after the empty tensor, and under distributed autograd its gradient
+      path after them (fewer values than ``smallest``: cast to bf16);
+    - an int8 tensor (ambiguous with codes): an empty int8 tensor, the tensor as it is;
+    - any other tensor: nothing, as it is."""
     if value.is_floating_point():
         sent.append(torch.empty(0, dtype=value.dtype))
-        return value.to(dtype)
+        if dtype != torch.int8:
+            return value.to(dtype)
+        if value.numel() < smallest:
+            return value.to(torch.bfloat16)
+        codes, scales = _quantize(value)
+        sent.append(scales)
+        if value.requires_grad:
+            path = _gradient_path(value)
+            if path is not None:
+                sent.append(path)
+        return codes
+    if value.dtype == torch.int8:
+        sent.append(torch.empty(0, dtype=torch.int8))
     return value
 
 
 def restore_tensor(value: Tensor, sent: list[Tensor]) -> Tensor:
-    """The inverse of :func:`cast_tensor`: a floating ``value`` back to the next dtype of
-    ``sent``, in the order they were cast."""
+    """The inverse of :func:`cast_tensor`, taking what it appended from the front of
+    ``sent``: a floating tensor or codes back in their own dtype (codes also with their
+    gradient path, when it came), any other tensor as it is."""
     if value.is_floating_point():
         return value.to(sent.pop(0).dtype)
-    return value
+    if value.dtype != torch.int8:
+        return value
+    own = sent.pop(0)
+    if own.dtype == torch.int8:
+        return value
+    restored = _dequantize(value, sent.pop(0))
+    if len(sent) > 0 and sent[0].shape == value.shape:  # a token or scales are never its shape
+        restored = restored + sent.pop(0)
+    return restored.to(own.dtype)

@@ -14,8 +14,7 @@ import torch.distributed.rpc as rpc
 from torch import Tensor, nn
 
 from remote_module import RemoteModule
-from remote_module.runtime import contract, owner, values
-from remote_module.runtime.caller import calls
+from remote_module.runtime import owner, values
 from tests.support import wire_helpers
 from tests.support.wire_helpers import Precision, PrecisionInterface, PrecisionProtocol
 
@@ -33,23 +32,7 @@ def inputs() -> tuple[Tensor, Tensor, list[Tensor]]:
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
-    """The argument tuples every call sends, by either send path. (``contract`` is imported
-    above: it binds torch's own rpc_async for TorchScript before the spy replaces it.)"""
-    assert contract.rpc_async.__name__ == "rpc_async"
-    seen: list[tuple[Any, ...]] = []
-    rpc_async, invoke = calls.rpc.rpc_async, calls._invoke_rpc_torchscript
-
-    def spy_python(to: Any, func: Any, args: tuple[Any, ...], *rest: Any, **kwargs: Any) -> Any:
-        seen.append(args)
-        return rpc_async(to, func, args, *rest, **kwargs)
-
-    def spy_script(to: Any, name: str, args: tuple[Any, ...], *rest: Any) -> Any:
-        seen.append(args)
-        return invoke(to, name, args, *rest)
-
-    monkeypatch.setattr(calls.rpc, "rpc_async", spy_python)
-    monkeypatch.setattr(calls, "_invoke_rpc_torchscript", spy_script)
-    return seen
+    return wire_helpers.spy_on_sends(monkeypatch)
 
 
 def _tensors(value: Any) -> list[Tensor]:
@@ -158,7 +141,9 @@ def test_gradients_flow_through_the_casts(
     torch.testing.assert_close(grads[0], x.detach().sum())
 
 
-@pytest.mark.parametrize("wire_dtype", [torch.int8, "bfloat16", torch.bool])
+@pytest.mark.parametrize("wire_dtype", [torch.float32, torch.float64, "bfloat16", torch.bool])
 def test_a_bad_wire_dtype_is_a_value_error(wire_dtype: Any) -> None:
-    with pytest.raises(ValueError, match="wire_dtype must be None or a floating-point"):
+    with pytest.raises(
+        ValueError, match=r"wire_dtype must be None, torch\.bfloat16, torch\.float16 or torch\.int8"
+    ):
         RemoteModule("worker1/cpu", nn.Linear, args=(2, 2), wire_dtype=wire_dtype)

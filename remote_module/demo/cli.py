@@ -10,7 +10,7 @@ from pathlib import Path
 
 from remote_module._shared import __version__
 from remote_module.demo import launch
-from remote_module.demo.config import DemoConfig
+from remote_module.demo.config import WIRE_DTYPES, DemoConfig
 from remote_module.demo.data import NUM_CLASSES
 
 DESCRIPTION = (
@@ -69,6 +69,7 @@ def parse(argv: Sequence[str] | None) -> DemoConfig:
         progress=progress,
         kill_owner_at=options.kill_owner_at,
         checkpoint_every=options.checkpoint_every,
+        wire_dtype=options.wire_dtype,
     )
 
 
@@ -176,6 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --kill-owner-at: the parameter server checkpoints the embedding to its "
         "standby after every N calls (default: %(default)s)",
+    )
+    add(
+        "--wire-dtype",
+        choices=WIRE_DTYPES,
+        help="the parameter server's embeddings and their gradients cross the wire in this "
+        "dtype (RemoteModule's wire_dtype; int8: 8-bit codes with a scale per block) "
+        "(default: as they are, float32)",
     )
     add(
         "--progress",

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 MASTER, PS, FIRST_TRAINER = 0, 1, 2
 # With --kill-owner-at, one more worker (the last rank) stands by for the parameter server.
 STANDBY = "ps-standby"
+# The --wire-dtype choices: the embeddings and their gradients cross the wire in that dtype.
+WIRE_DTYPES = ("bfloat16", "float16", "int8")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class DemoConfig:
     progress: bool = False
     kill_owner_at: int | None = None
     checkpoint_every: int = 50
+    wire_dtype: str | None = None  # a name in WIRE_DTYPES; None: tensors cross as they are
 
     @property
     def world_size(self) -> int:

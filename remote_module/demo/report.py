@@ -91,6 +91,7 @@ def summary(
         "embedding_dim": config.embedding_dim,
         "num_embeddings": config.num_embeddings,
         "lr": config.lr,
+        "wire_dtype": config.wire_dtype or "float32",
         "seconds": round(elapsed, 3),
         "training_seconds": round(training_seconds, 3),
         "samples_per_s": round(sum(s.samples for s in stats) / training_seconds, 1),
@@ -140,6 +141,7 @@ def table(summary: dict[str, Any]) -> str:
     before, after = summary["evaluations"][0], summary["evaluations"][-1]
     rows = [
         ("steps", f"{summary['steps']} x {summary['trainers']} trainers"),
+        ("embeddings on the wire", summary["wire_dtype"]),
         (
             "time",
             f"{summary['training_seconds']:.1f} s training, "
@@ -224,7 +226,7 @@ def plot(summary: dict[str, Any], path: str) -> bool:
             )
         loss_axis.legend()
     accuracy_axis.legend()
-    figure.suptitle("remote_module demo")
+    figure.suptitle(f"remote_module demo (embeddings on the wire: {summary['wire_dtype']})")
     figure.tight_layout()
     figure.savefig(path, format="png")
     plt.close(figure)

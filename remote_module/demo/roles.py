@@ -44,6 +44,7 @@ def master(config: DemoConfig) -> None:
         kwargs={"sparse": True},  # each step updates the rows it touched, not the table
         module_interface_cls=EmbeddingBagInterface,
         timeout=config.timeout,
+        wire_dtype=None if config.wire_dtype is None else getattr(torch, config.wire_dtype),
         **failover,
     )
     if checkpoint is not None:

@@ -60,3 +60,98 @@ def scale_grad(module_rref: Any, context_id: int) -> Tensor:
     if scale is None:
         scale = torch.jit._recursive.wrap_cpp_module(module).scale
     return dist_autograd.get_gradients(context_id)[scale]
+
+
+# --- For the int8 wire (tests/test_wire_int8.py) ---------------------------------------------
+
+
+@torch.jit.interface
+class KeeperInterface:
+    def forward(self, x: Tensor) -> Tensor:
+        pass
+
+
+class KeeperProtocol(Protocol):
+    def forward(self, x: Tensor) -> Tensor: ...
+
+
+class Keeper(nn.Module):
+    """Keeps the tensor it received as it arrived (see :func:`kept`) and returns it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kept = torch.empty(0)
+
+    def forward(self, x: Tensor) -> Tensor:
+        self.kept = x.detach().clone()
+        return x
+
+
+class KeeperAnything(nn.Module):
+    """Returns whatever it received (nested values included), and keeps nothing."""
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return args, kwargs
+
+
+def kept(module_rref: Any) -> Tensor:
+    """What a :class:`Keeper` (scripted or not) received last, exactly (fetched without a
+    wire dtype)."""
+    module = module_rref.local_value()
+    if isinstance(module, torch._C.ScriptModule):
+        module = torch.jit._recursive.wrap_cpp_module(module)
+    return module.kept
+
+
+@torch.jit.interface
+class AffineInterface:
+    def forward(self, x: Tensor) -> Tensor:
+        pass
+
+
+class AffineProtocol(Protocol):
+    def forward(self, x: Tensor) -> Tensor: ...
+
+
+class Affine(nn.Module):
+    """A seeded ``nn.Linear(32, 48)`` with a tanh, for gradients against local ones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(7)
+        self.linear = nn.Linear(32, 48)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.tanh(self.linear(x))
+
+
+def weight_grad(module_rref: Any, context_id: int) -> Tensor:
+    """The gradient of an :class:`Affine`'s weight in the distributed autograd context."""
+    module = module_rref.local_value()
+    if isinstance(module, torch._C.ScriptModule):
+        module = torch.jit._recursive.wrap_cpp_module(module)
+    return dist_autograd.get_gradients(context_id)[module.linear.weight]
+
+
+def spy_on_sends(monkeypatch: Any) -> list[tuple[Any, ...]]:
+    """The argument tuples every call sends from now on, by either send path (a test's
+    ``monkeypatch`` undoes the spies). ``contract`` binds torch's own rpc_async for
+    TorchScript before the spy replaces the Python one."""
+    from remote_module.runtime import contract
+    from remote_module.runtime.caller import calls
+
+    assert contract.rpc_async.__name__ == "rpc_async"
+    seen: list[tuple[Any, ...]] = []
+    rpc_async, invoke = calls.rpc.rpc_async, calls._invoke_rpc_torchscript
+
+    def spy_python(to: Any, func: Any, args: tuple[Any, ...], *rest: Any, **kwargs: Any) -> Any:
+        seen.append(args)
+        return rpc_async(to, func, args, *rest, **kwargs)
+
+    def spy_script(to: Any, name: str, args: tuple[Any, ...], *rest: Any) -> Any:
+        seen.append(args)
+        return invoke(to, name, args, *rest)
+
+    monkeypatch.setattr(calls.rpc, "rpc_async", spy_python)
+    monkeypatch.setattr(calls, "_invoke_rpc_torchscript", spy_script)
+    return seen

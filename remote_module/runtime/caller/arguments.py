@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.distributed.rpc as rpc
 
+from remote_module._shared import WIRE_DTYPES
 from remote_module.runtime.errors import UnknownWorkerError
 from remote_module.runtime.remote_device import parse_remote_device
 
@@ -74,11 +75,11 @@ def check_timeout(timeout: float | None) -> float:
 
 
 def check_wire_dtype(wire_dtype: Any) -> torch.dtype | None:
-    if wire_dtype is None or (isinstance(wire_dtype, torch.dtype) and wire_dtype.is_floating_point):
+    if wire_dtype is None or any(wire_dtype is accepted for accepted in WIRE_DTYPES):
         return wire_dtype
     raise ValueError(
-        "RemoteModule wire_dtype must be None or a floating-point torch.dtype such as "
-        f"torch.bfloat16 or torch.float16, got {wire_dtype!r}"
+        "RemoteModule wire_dtype must be None, torch.bfloat16, torch.float16 or torch.int8, "
+        f"got {wire_dtype!r}"
     )
 
 
