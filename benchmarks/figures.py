@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 import torch
+import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 from torch import nn
 from torch.distributed.nn import RemoteModule as UpstreamRemoteModule
@@ -34,6 +35,7 @@ from benchmarks.spec import (
     TABLE_DIM,
     TABLE_ROWS,
     UPSTREAM,
+    WIRE_IMPLS,
     WIRE_MIB,
     Figure,
     Sizes,
@@ -240,16 +242,70 @@ def measure_large_tensors(sizes: Sizes, repeats: int) -> Results:
     return interleave(rows, iters, repeats, convert, sizes.blocks)
 
 
-def measure_wire(row: str, sizes: Sizes, repeats: int) -> Results:
-    """Round trips of float32 tensors through nn.Identity: ours without and with
-    ``wire_dtype=torch.bfloat16``, on whatever link joins the pair."""
+def measure_wire(sizes: Sizes, repeats: int) -> Results:
+    """Round trips of float32 tensors through nn.Identity on one machine: ours with each
+    wire dtype (float32: none), in ms per MiB of float32 data moved there and back."""
+    row, x, loops = f"{WIRE_MIB}MiB_loopback", *_wire_loops()
+    iters = {row: calibrate(loops["float32"], sizes, min_iters=2)}
+    mib = 2 * x.numel() * x.element_size() / 2**20
+    convert = {row: lambda elapsed, n: elapsed / n * 1e3 / mib}
+    return interleave({row: loops}, iters, repeats, convert, min(sizes.blocks, 2))
+
+
+def measure_wire_shaped(sizes: Sizes, repeats: int) -> Results:
+    """The same across the shaped link (GB/s of float32 data), then the bytes that crossed
+    the link per round trip, and per forward and backward under distributed autograd."""
+    x, loops = _wire_loops()
+    speed = f"{WIRE_MIB}MiB_1gbit"
+    iters = {speed: calibrate(loops["float32"], sizes, min_iters=2)}
+    convert = {speed: gbps(2 * x.numel() * x.element_size())}
+    results = interleave({speed: loops}, iters, repeats, convert, min(sizes.blocks, 2))
+    modules = _wire_modules()
+    leaf, weights = x.clone().requires_grad_(), torch.randn_like(x)
+
+    def step(rm: Any) -> None:  # dense gradients (a sum's would be one value, broadcast)
+        with dist_autograd.context() as context_id:
+            dist_autograd.backward(context_id, [(rm(leaf) * weights).sum()])
+
+    for row, run in (
+        (f"{WIRE_MIB}MiB_bytes", lambda rm: rm(x)),
+        (f"{WIRE_MIB}MiB_autograd_bytes", step),
+    ):
+        results[row] = {impl: [] for impl in modules}
+        for repeat in range(repeats):
+            for impl in rotated(list(modules), repeat):
+                before = _link_bytes()
+                for _ in range(2):
+                    run(modules[impl])
+                results[row][impl].append((_link_bytes() - before) / 2 / 2**20)
+    return results
+
+
+def _wire_modules() -> dict[str, Any]:
+    """A RemoteModule of nn.Identity per wire dtype (float32: none)."""
+    return {
+        impl: remote_module.RemoteModule(
+            REMOTE_DEVICE,
+            nn.Identity,
+            wire_dtype=None if impl == "float32" else getattr(torch, impl),
+        )
+        for impl in WIRE_IMPLS
+    }
+
+
+def _wire_loops() -> tuple[torch.Tensor, dict[str, Loop]]:
     x = torch.randn(WIRE_MIB * 2**20 // 4)
-    plain = remote_module.RemoteModule(REMOTE_DEVICE, nn.Identity)
-    wired = remote_module.RemoteModule(REMOTE_DEVICE, nn.Identity, wire_dtype=torch.bfloat16)
-    rows = {row: {"float32": sync_loop(plain.forward, x), "bfloat16": sync_loop(wired.forward, x)}}
-    iters = {row: calibrate(rows[row]["float32"], sizes, min_iters=2)}
-    convert = {row: gbps(2 * x.numel() * x.element_size())}
-    return interleave(rows, iters, repeats, convert, min(sizes.blocks, 2))
+    return x, {impl: sync_loop(rm.forward, x) for impl, rm in _wire_modules().items()}
+
+
+def _link_bytes() -> int:
+    """Bytes this host's end of the shaped link has received and sent so far."""
+    folder = f"/sys/class/net/{os.environ['RM_BENCH_LINK']}/statistics"
+    total = 0
+    for direction in ("rx", "tx"):
+        with open(f"{folder}/{direction}_bytes") as counter:
+            total += int(counter.read())
+    return total
 
 
 def measure_jit_loop(sizes: Sizes, repeats: int) -> Results:
@@ -607,8 +663,8 @@ def measure_checkpoint(sizes: Sizes, repeats: int) -> Results:
 PAIR_FIGURES: dict[str, Callable[[Sizes, int], Results]] = {
     "tiny_call": measure_tiny_call,
     "large_tensors": measure_large_tensors,
-    "wire": partial(measure_wire, f"{WIRE_MIB}MiB_loopback"),
-    "wire_shaped": partial(measure_wire, f"{WIRE_MIB}MiB_1gbit"),
+    "wire": measure_wire,
+    "wire_shaped": measure_wire_shaped,
     "construction_warm": measure_construction_warm,
     "construction_many": measure_construction_many,
     "jit_loop": measure_jit_loop,

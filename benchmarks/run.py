@@ -199,6 +199,8 @@ def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
         return _collect_imports(figure, repeats)
     if figure.launch == "shaped":
         return _collect_shaped(figure, size, repeats, workdir)
+    if figure.launch == "demo":
+        return _collect_demo(figure, size, repeats, workdir)
     if figure.launch != "fresh" and not figure.pair_per_repeat:
         samples: Samples = run_workers(
             figure, size, repeats, workdir, figure.name, PAIR_TIMEOUT_S[size]
@@ -295,6 +297,34 @@ def _collect_imports(figure: Figure, repeats: int) -> Samples:
     return samples
 
 
+def _collect_demo(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
+    """``remote-module demo`` once per repeat and wire dtype (float32: none), in rotating
+    order: its held-out accuracy and its wall time, set-up included."""
+    samples: Samples = {row.name: {impl: [] for impl in row.impls} for row in figure.rows}
+    impls = list(figure.rows[0].impls)
+    steps = ["--trainers", "1", "--steps", "10", "--eval-every", "0"] if size == "smoke" else []
+    for repeat in range(repeats):
+        for impl in impls[repeat % len(impls) :] + impls[: repeat % len(impls)]:
+            summary = workdir / f"demo-{impl}-{repeat}.json"
+            wire = [] if impl == "float32" else ["--wire-dtype", impl]
+            command = [sys.executable, "-m", "remote_module", "demo", "--json", str(summary)]
+            started = time.perf_counter()
+            done = subprocess.run(
+                [*command, *wire, *steps],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=PAIR_TIMEOUT_S[size],
+            )
+            wall = time.perf_counter() - started
+            if done.returncode != 0:
+                raise BenchmarkError(f"{figure.name}/{impl}: {done.stderr[-2000:]}")
+            accuracy = json.loads(summary.read_text())["held_out_accuracy"]
+            samples["held_out_accuracy"][impl].append(100 * accuracy)
+            samples["wall"][impl].append(wall)
+    return samples
+
+
 def _collect_shaped(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
     """The pair across two network namespaces joined by a veth pair shaped to
     ``SHAPED_RATE`` each way: rank 1 (the owner) inside the namespace."""
@@ -308,6 +338,7 @@ def _collect_shaped(figure: Figure, size: str, repeats: int, workdir: Path) -> S
             interface = hosts.owner_if if rank == 1 else hosts.host_if
             env = {
                 "RM_BENCH_ADDR": hosts.host_addr,  # rank 0 hosts the rendezvous
+                "RM_BENCH_LINK": hosts.host_if,  # whose counters rank 0 reads
                 "TP_SOCKET_IFNAME": interface,
                 "GLOO_SOCKET_IFNAME": interface,
             }

@@ -18,8 +18,9 @@ FLOOR_RREF = "floor_rref"  # the floor with the RRef in the arguments, for refer
 # (``fresh``), one process without RPC (``single``), a new bare interpreter per repeat and
 # implementation (``interpreter``), or a pair across two network namespaces whose veth link is
 # shaped (``shaped``: needs root, iproute2 and tc; skipped with the reason elsewhere), or a
-# caller, an owner and the owner's standby (``trio``: ranks 0, 1, 2).
-Launch = Literal["pair", "fresh", "single", "interpreter", "shaped", "trio"]
+# caller, an owner and the owner's standby (``trio``: ranks 0, 1, 2), or ``remote-module demo``
+# itself (``demo``: one run per repeat and implementation).
+Launch = Literal["pair", "fresh", "single", "interpreter", "shaped", "trio", "demo"]
 Size = Literal["smoke", "full"]
 
 
@@ -83,6 +84,9 @@ _KEYED = (OURS, UPSTREAM, FLOOR, FLOOR_RREF)
 _US = "us/call"
 WIRE_MIB = 16
 SHAPED_RATE = "1gbit"
+# The wire figures' implementations: float32 is wire_dtype None.
+WIRE_IMPLS = ("float32", "bfloat16", "int8")
+WIRE_IMPLS_DEMO = ("float32", "bfloat16", "float16", "int8")
 # The demo's embedding table (remote_module.examples.embedding), and its checkpoint interval.
 TABLE_ROWS, TABLE_DIM, CHECKPOINT_EVERY = 100_000, 16, 50
 MANY_MODULES = 16  # construction_many
@@ -251,15 +255,15 @@ FIGURES: tuple[Figure, ...] = (
         (
             Row(
                 f"{WIRE_MIB}MiB_loopback",
-                "GB/s",
-                ("float32", "bfloat16"),
+                "ms/MiB",
+                WIRE_IMPLS,
                 "float32",
-                higher_is_better=True,
-                description="float32 round trips through nn.Identity (float32 bytes there and "
-                "back / time): wire_dtype None vs torch.bfloat16 (ours)",
+                description="float32 round trips through nn.Identity, time per MiB of float32 "
+                "data there and back: wire_dtype None (float32) vs torch.bfloat16 vs torch.int8 "
+                "(ours); the difference to float32 is what the casts or codes cost per MiB",
             ),
         ),
-        "the same processes on one machine (loopback: the casts cost what they save)",
+        "the same processes on one machine (loopback: the casts and codes cost, nothing saved)",
     ),
     Figure(
         "wire_shaped",
@@ -268,13 +272,52 @@ FIGURES: tuple[Figure, ...] = (
             Row(
                 f"{WIRE_MIB}MiB_1gbit",
                 "GB/s",
-                ("float32", "bfloat16"),
+                WIRE_IMPLS,
                 "float32",
                 higher_is_better=True,
-                description=f"the same across a veth pair shaped to {SHAPED_RATE} each way",
+                description=f"the same across a veth pair shaped to {SHAPED_RATE} each way "
+                "(float32 bytes there and back / time)",
+            ),
+            Row(
+                f"{WIRE_MIB}MiB_bytes",
+                "MiB/call",
+                WIRE_IMPLS,
+                "float32",
+                description="bytes that crossed the link per round trip (both directions, "
+                "TCP/IP framing included; the veth's counters)",
+            ),
+            Row(
+                f"{WIRE_MIB}MiB_autograd_bytes",
+                "MiB/step",
+                WIRE_IMPLS,
+                "float32",
+                description="the same for a forward and backward under distributed autograd "
+                "(the argument requires grad): gradients cross at most as bf16",
             ),
         ),
         "the owner in its own network namespace; TensorPipe over TCP on the shaped link",
+    ),
+    Figure(
+        "demo_wire",
+        "demo",
+        (
+            Row(
+                "held_out_accuracy",
+                "%",
+                WIRE_IMPLS_DEMO,
+                "float32",
+                higher_is_better=True,
+                description="remote-module demo (seed 0) with --wire-dtype, against none",
+            ),
+            Row(
+                "wall",
+                "s",
+                WIRE_IMPLS_DEMO,
+                "float32",
+                description="the demo's wall time, set-up included, on one machine",
+            ),
+        ),
+        "one demo run per repeat and wire dtype, on loopback",
     ),
     Figure(
         "construction_warm",

@@ -228,7 +228,7 @@ class _StraightThrough(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, value: Tensor) -> Tensor:
         ctx.dtype = value.dtype
-        return torch.zeros((), dtype=torch.bfloat16).expand(value.shape)
+        return value.new_zeros((), dtype=torch.bfloat16).expand(value.shape)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> Tensor:

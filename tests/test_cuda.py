@@ -225,3 +225,23 @@ def test_keyword_only_cpu_tensors_arrive_on_cuda(x: Tensor) -> None:
     assert report.forward_async(only=x).wait() == [DEVICE_TYPE]
     assert report(x, label="text", count=3) == [DEVICE_TYPE]
     assert x.device.type == "cpu"
+
+
+@pytest.mark.parametrize("wire_dtype", [torch.bfloat16, torch.int8])
+def test_a_wire_dtype_with_gradients_on_cuda(wire_dtype: torch.dtype) -> None:
+    """Codes (or casts) and the gradient's path, on a CUDA owner: values back within their
+    bound, gradients against the exact ones."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 32, requires_grad=True)
+    rm = RemoteModule(f"{OWNER}/{DEVICE}", nn.Linear, args=(32, 16), wire_dtype=wire_dtype)
+    local = nn.Linear(32, 16)
+    local.load_state_dict(rm.remote_state_dict())
+    (local(x) * 2).sum().backward()
+    assert x.grad is not None
+    with dist_autograd.context() as context_id:
+        result = rm(x)
+        dist_autograd.backward(context_id, [(result * 2).sum()])
+        grad = dist_autograd.get_gradients(context_id)[x]
+    assert result.device.type == "cpu"
+    torch.testing.assert_close(result, local(x), rtol=0.05, atol=0.05)
+    torch.testing.assert_close(grad, x.grad, rtol=0.02, atol=0.02)
