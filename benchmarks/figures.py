@@ -40,6 +40,7 @@ from benchmarks.spec import (
     Figure,
     Sizes,
 )
+from remote_module import _shared
 from remote_module.runtime.caller import pending
 from remote_module.runtime.values import check_arguments
 
@@ -256,6 +257,8 @@ def measure_wire_shaped(sizes: Sizes, repeats: int) -> Results:
     """The same across the shaped link (GB/s of float32 data), then the bytes that crossed
     the link per round trip, and per forward and backward under distributed autograd."""
     x, loops = _wire_loops()
+    codes, scales = _shared._quantize(x)
+    loops["int8_bytes_only"] = sync_loop(lambda _: rpc.rpc_sync(OWNER, _echo, (codes, scales)), x)
     speed = f"{WIRE_MIB}MiB_1gbit"
     iters = {speed: calibrate(loops["float32"], sizes, min_iters=2)}
     convert = {speed: gbps(2 * x.numel() * x.element_size())}
@@ -279,6 +282,10 @@ def measure_wire_shaped(sizes: Sizes, repeats: int) -> Results:
                     run(modules[impl])
                 results[row][impl].append((_link_bytes() - before) / 2 / 2**20)
     return results
+
+
+def _echo(*args: Any) -> tuple[Any, ...]:
+    return args
 
 
 def _wire_modules() -> dict[str, Any]:

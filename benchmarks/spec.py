@@ -272,11 +272,12 @@ FIGURES: tuple[Figure, ...] = (
             Row(
                 f"{WIRE_MIB}MiB_1gbit",
                 "GB/s",
-                WIRE_IMPLS,
+                (*WIRE_IMPLS, "int8_bytes_only"),
                 "float32",
                 higher_is_better=True,
                 description=f"the same across a veth pair shaped to {SHAPED_RATE} each way "
-                "(float32 bytes there and back / time)",
+                "(float32 bytes there and back / time); int8_bytes_only: the int8 call's codes "
+                "and scales, made once, echoed by a plain function (the link's limit for them)",
             ),
             Row(
                 f"{WIRE_MIB}MiB_bytes",

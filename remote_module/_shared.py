@@ -29,6 +29,7 @@ __all__ = [
     "GENERATOR_VERSION",
     "INT8_BLOCK",
     "INT8_MIN_VALUES",
+    "INT8_PIECE",
     "INTERFACE",
     "INTERFACE_CLASS",
     "INTERNAL_PREFIX",
@@ -217,6 +218,9 @@ INT8_BLOCK = 1024
 # A floating tensor of fewer values crosses as bf16: its scale and the codes' own framing
 # (another tensor in the message) would outweigh the byte a value saved.
 INT8_MIN_VALUES = 512
+# Values coded or decoded at a time: pieces of 1 MiB of float32 reuse their temporaries, where
+# a 16 MiB tensor's whole-tensor temporaries were new pages every call (2-3x slower on 2 cores).
+INT8_PIECE = 256 * INT8_BLOCK
 
 
 class _StraightThrough(torch.autograd.Function):
@@ -246,31 +250,49 @@ def _gradient_path(value: Tensor) -> Tensor | None:
     return _StraightThrough.apply(value)
 
 
-def _quantize(value: Tensor, block: int = INT8_BLOCK) -> tuple[Tensor, Tensor]:
-    """Int8 codes of ``value`` (its shape) and one float32 scale per block of ``INT8_BLOCK``
+def _quantize(
+    value: Tensor, block: int = INT8_BLOCK, piece: int = INT8_PIECE
+) -> tuple[Tensor, Tensor]:
+    """Int8 codes of ``value`` (its shape) and one float32 scale per block of ``block``
     values in contiguous order (the block's largest magnitude / 127; the last block may be
-    short): each code is its value / scale rounded, so it is off by at most half a step."""
+    short): each code is its value / scale rounded, so it is off by at most half a step.
+    Worked ``piece`` values at a time (see :data:`INT8_PIECE`)."""
     flat = value.detach().reshape(-1).float()  # the gradient takes the straight path alone
     count = flat.numel()
-    tail = count % block
-    if tail:  # zeros do not move a block's largest magnitude
-        flat = torch.cat([flat, flat.new_zeros(block - tail)])
-    blocks = flat.view(-1, block)
-    largest = blocks.abs().amax(dim=1, keepdim=True)
-    inverse = torch.where(largest > 0, 127.0 / largest, torch.zeros_like(largest))
-    codes = (blocks * inverse).round_().to(torch.int8)
-    return codes.view(-1)[:count].view(value.shape), (largest / 127.0).view(-1)
+    codes = torch.empty(count, dtype=torch.int8, device=flat.device)
+    scales = flat.new_empty((count + block - 1) // block)
+    for start in range(0, count, piece):
+        part = _padded(flat[start : start + piece], block)  # zeros move no block's largest
+        rows = part.view(-1, block)
+        largest = torch.maximum(rows.amax(dim=1), rows.amin(dim=1).neg())
+        inverse = torch.where(largest > 0, 127.0 / largest, torch.zeros_like(largest))
+        scaled = rows.mul(inverse.unsqueeze(1)).round_().view(-1)
+        stop = min(start + piece, count)
+        codes[start:stop].copy_(scaled[: stop - start])
+        scales[start // block : start // block + rows.shape[0]] = largest / 127.0
+    return codes.view(value.shape), scales
 
 
-def _dequantize(codes: Tensor, scales: Tensor, block: int = INT8_BLOCK) -> Tensor:
+def _dequantize(
+    codes: Tensor, scales: Tensor, block: int = INT8_BLOCK, piece: int = INT8_PIECE
+) -> Tensor:
     """The float32 values of ``codes`` (the inverse of :func:`_quantize`)."""
     flat = codes.reshape(-1)
     count = flat.numel()
-    tail = count % block
-    if tail:
-        flat = torch.cat([flat, flat.new_zeros(block - tail)])
-    values = flat.view(-1, block).float().mul_(scales.view(-1, 1))
-    return values.view(-1)[:count].view(codes.shape)
+    values = torch.empty(count, dtype=torch.float32, device=flat.device)
+    for start in range(0, count, piece):
+        rows = _padded(flat[start : start + piece], block).view(-1, block)
+        first = start // block
+        decoded = rows.float().mul_(scales[first : first + rows.shape[0]].unsqueeze(1))
+        stop = min(start + piece, count)
+        values[start:stop] = decoded.view(-1)[: stop - start]
+    return values.view(codes.shape)
+
+
+def _padded(part: Tensor, block: int) -> Tensor:
+    """``part`` with zeros after it up to a whole number of blocks (only a last piece)."""
+    short = -part.numel() % block
+    return torch.cat([part, part.new_zeros(short)]) if short else part
 
 
 def cast_tensor(
