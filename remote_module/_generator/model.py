@@ -155,6 +155,7 @@ class Interface(NamedTuple):
 
     @property
     def qualified_name(self) -> str:
+        """``module.Name``: how the generated code and its header name the interface."""
         return f"{self.module}.{self.name}"
 
     @property

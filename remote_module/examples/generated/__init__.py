@@ -2,7 +2,13 @@
 """Generated remote-module code; importing this package registers every module with the
 runtime, and exports the typed RemoteModule class of every interface."""
 
-from . import embedding_bag_interface
+from . import embedding_bag_interface, scorer_interface
 from .embedding_bag_interface import RemoteEmbeddingBagInterface
+from .scorer_interface import RemoteScorerInterface
 
-__all__ = ["RemoteEmbeddingBagInterface", "embedding_bag_interface"]
+__all__ = [
+    "RemoteEmbeddingBagInterface",
+    "RemoteScorerInterface",
+    "embedding_bag_interface",
+    "scorer_interface",
+]
