@@ -30,6 +30,9 @@ exclude_patterns = ["_build", "conftest.py"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 
+# Options such as --check stay two hyphens.
+smartquotes = False
+
 html_theme = "furo"
 html_title = f"remote_module {__version__}"
 

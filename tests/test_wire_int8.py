@@ -230,3 +230,15 @@ def test_any_other_wire_dtype_is_a_value_error_naming_the_accepted_ones(wire_dty
     message = str(raised.value)
     assert all(name in message for name in ("torch.bfloat16", "torch.float16", "torch.int8"))
     assert repr(wire_dtype) in message
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_block_with_a_non_finite_value_comes_back_as_nans_and_only_that_block(
+    bad: float,
+) -> None:
+    x = torch.randn(2 * INT8_BLOCK)
+    x[5] = bad
+    carried: list[Tensor] = []
+    restored = restore_tensor(cast_tensor(x, torch.int8, carried), carried)
+    assert bool(restored[:INT8_BLOCK].isnan().all())  # loud, never a plausible wrong value
+    _assert_within_half_a_step(restored[INT8_BLOCK:], x[INT8_BLOCK:])
