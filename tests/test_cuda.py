@@ -21,6 +21,7 @@ from torch.distributed.optim import DistributedOptimizer
 
 from remote_module import RemoteModule
 from tests.support import runtime_helpers as helpers
+from tests.support import wire_helpers
 from tests.support.interfaces import LinearInterface, ScaledLinear, ShapesInterface
 from tests.support.rpc_group import RPC_TIMEOUT_S
 
@@ -81,18 +82,8 @@ class Parent(nn.Module):
         return self.remote.forward(x), self.remote.describe()
 
 
-def tensors_in(value: Any) -> list[Tensor]:
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in tensors_in(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in tensors_in(item)]
-    return []
-
-
 def assert_all_on_cpu(value: Any, count: int) -> None:
-    found = tensors_in(value)
+    found = wire_helpers.tensors_in(value)
     assert len(found) == count
     assert [t.device.type for t in found] == ["cpu"] * count
 

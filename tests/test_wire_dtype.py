@@ -35,16 +35,6 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
     return wire_helpers.spy_on_sends(monkeypatch)
 
 
-def _tensors(value: Any) -> list[Tensor]:
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors(item)]
-    return []
-
-
 def _check_result(got: Any, inputs: tuple[Tensor, Tensor, list[Tensor]]) -> None:
     x, ids, extra = inputs
     scaled, incremented, doubled, seen = got
@@ -67,9 +57,16 @@ def test_values_and_dtypes_with_an_interface(
     _check_result(rm(*inputs), inputs)
     _check_result(rm.forward_async(*inputs).wait(), inputs)
     _check_result(rm.forward(*inputs), inputs)
-    floating = [t for args in sent for t in _tensors(args) if t.numel() and t.is_floating_point()]
+    floating = [
+        t
+        for args in sent
+        for t in wire_helpers.tensors_in(args)
+        if t.numel() and t.is_floating_point()
+    ]
     assert floating and {t.dtype for t in floating} == {torch.bfloat16}
-    integers = [t for args in sent for t in _tensors(args) if not t.is_floating_point()]
+    integers = [
+        t for args in sent for t in wire_helpers.tensors_in(args) if not t.is_floating_point()
+    ]
     assert integers and {t.dtype for t in integers} == {torch.int64}
 
 
@@ -85,7 +82,12 @@ def test_values_and_dtypes_without_an_interface(
         assert values["x"].dtype == torch.float32 and values["ids"].dtype == torch.int64
         torch.testing.assert_close(values["x"], x * 1.5, rtol=1e-2, atol=1e-2)
         assert [item.dtype for item in values["extra"]] == [torch.float64] * 2
-    floating = [t for args in sent for t in _tensors(args) if t.numel() and t.is_floating_point()]
+    floating = [
+        t
+        for args in sent
+        for t in wire_helpers.tensors_in(args)
+        if t.numel() and t.is_floating_point()
+    ]
     assert floating and {t.dtype for t in floating} == {torch.bfloat16}
 
 

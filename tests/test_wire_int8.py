@@ -67,16 +67,6 @@ def _blocks_of_every_kind() -> Tensor:
     return torch.cat([large, small, zeros, tail]).view(4, -1)
 
 
-def _tensors(value: Any) -> list[Tensor]:
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
-    if isinstance(value, dict):
-        return [t for item in value.values() for t in _tensors(item)]
-    return []
-
-
 # --- The codes themselves, in this process ---------------------------------------------------
 
 
@@ -127,7 +117,7 @@ def test_each_block_keeps_its_own_step_both_ways(
         small = slice(INT8_BLOCK, 2 * INT8_BLOCK)
         error = (result.view(-1)[small] - x.view(-1)[small]).abs().max()
         assert error < _half_steps(x).view(-1)[0] / 1e4
-        on_wire = [t for args in sent for t in _tensors(args) if t.numel() > 1]
+        on_wire = [t for args in sent for t in wire_helpers.tensors_in(args) if t.numel() > 1]
         assert sorted((str(t.dtype), tuple(t.shape)) for t in on_wire) == [
             ("torch.float32", (4,)),  # one scale per block (sent ahead of the arguments)
             ("torch.int8", tuple(x.shape)),  # the codes, in the tensor's shape: 1 byte a value
@@ -156,7 +146,7 @@ def test_dtypes_shapes_and_nested_values_without_an_interface(sent: list[tuple[A
         assert bool((error <= _half_steps(want.float()) * 1.6).all())
     assert torch.equal(nested["b"][1], ids) and torch.equal(kwargs["flags"], flags)
     assert torch.equal(kwargs["own"], own_codes)
-    on_wire = {(t.dtype, tuple(t.shape)) for args in sent for t in _tensors(args)}
+    on_wire = {(t.dtype, tuple(t.shape)) for args in sent for t in wire_helpers.tensors_in(args)}
     assert {
         (torch.int8, (3, 700)),
         (torch.int8, (40, 40)),
@@ -208,7 +198,7 @@ def test_gradients_flow_straight_through(interface: Any, sent: list[tuple[Any, .
     sent.clear()
     _assert_close_to_exact(*_gradients(rm, rm.module_rref))
     # x crossed as codes with its gradient's path: a bf16 zero of its shape, one value stored
-    paths = [t for args in sent for t in _tensors(args) if t.requires_grad]
+    paths = [t for args in sent for t in wire_helpers.tensors_in(args) if t.requires_grad]
     assert [(t.dtype, t.shape, t.stride()) for t in paths] == [
         (torch.bfloat16, torch.Size([64, 32]), (0, 0))
     ]

@@ -155,3 +155,14 @@ def spy_on_sends(monkeypatch: Any) -> list[tuple[Any, ...]]:
     monkeypatch.setattr(calls.rpc, "rpc_async", spy_python)
     monkeypatch.setattr(calls, "_invoke_rpc_torchscript", spy_script)
     return seen
+
+
+def tensors_in(value: Any) -> list[Tensor]:
+    """Every tensor inside ``value`` (lists, tuples, NamedTuples, dicts), in order."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in tensors_in(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in tensors_in(item)]
+    return []
