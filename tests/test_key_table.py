@@ -429,6 +429,19 @@ def test_a_failed_creation_is_named_once_with_interface() -> None:
         _assert_clean(message)
 
 
+def test_a_message_with_both_kinds_of_quote_is_named_once_too(x: Tensor) -> None:
+    # torch unescapes the remote repr (TypeError('... \'size\' ... "..."')), which then is
+    # no Python literal: the message is still read, not the whole remote text kept.
+    rm = RemoteModule("worker1/cpu", runtime_helpers.QuotesBoth)
+    with pytest.raises(TypeError) as raised:
+        rm(x)
+    message = str(raised.value)
+    assert message == (
+        "RemoteModule: creating QuotesBoth on worker 'worker1' failed: TypeError: argument "
+        "'size' failed with error \"type must be tuple of ints\""
+    )
+
+
 def test_a_module_that_does_not_match_its_interface_is_named_once() -> None:
     # nn.Linear's forward takes `input`; the interface's `x`: TorchScript refuses the module
     # as the interface's type on the owner, reported like any other failed creation.

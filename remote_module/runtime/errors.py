@@ -171,14 +171,18 @@ def _remote_error(text: str) -> tuple[str, str, str] | None:
         return None
     import ast  # only where a remote error is read
 
+    rest = lines[2] if len(lines) > 2 else ""
     try:
         call = ast.parse(lines[1].strip(), mode="eval").body
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
             return None
         parts = [ast.literal_eval(argument) for argument in call.args]
     except (SyntaxError, ValueError):
-        return None
-    return call.func.id, ", ".join(map(str, parts)), lines[2] if len(lines) > 2 else ""
+        # torch unescapes the repr on the caller: a message with both quotes is no literal
+        # any more, but one quoted argument still reads as Type('...') or Type("...").
+        single = re.fullmatch(r"""(\w+)\((['"])(.*)\2\)""", lines[1].strip())
+        return None if single is None else (single[1], single[3], rest)
+    return call.func.id, ", ".join(map(str, parts)), rest
 
 
 def creation_error(failed: CreationFailure, creator: str | None, owner: str | int) -> Exception:

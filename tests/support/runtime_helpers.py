@@ -278,3 +278,12 @@ class Refuses(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         raise ValueError(f"refused a tensor of shape {tuple(x.shape)}")
+
+
+class QuotesBoth(nn.Module):
+    """Its constructor raises a message holding both kinds of quote, as torch's own argument
+    errors do (``argument 'size' ... with error "type must be ..."``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        raise TypeError("""argument 'size' failed with error "type must be tuple of ints\"""")
