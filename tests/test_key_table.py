@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from remote_module import RemoteModule
 from remote_module import _non_scriptable as non_scriptable
-from remote_module.runtime import contract, owner
+from remote_module.runtime import contract, errors, owner
 from remote_module.runtime.caller import calls
 from tests.scorer.model import Scorer, ScorerProtocol
 from tests.support import key_table_helpers as helpers
@@ -440,6 +440,33 @@ def test_a_message_with_both_kinds_of_quote_is_named_once_too(x: Tensor) -> None
         "RemoteModule: creating QuotesBoth on worker 'worker1' failed: TypeError: argument "
         "'size' failed with error \"type must be tuple of ints\""
     )
+
+
+def test_a_remote_key_error_is_named_once_too(x: Tensor) -> None:
+    rm = RemoteModule("worker1/cpu", runtime_helpers.MissingKey)
+    with pytest.raises(RuntimeError) as raised:  # torch's future reports it as a RuntimeError
+        rm(x)
+    message = str(raised.value)
+    assert message == (
+        "RemoteModule.forward on worker 'worker1' failed: KeyError: no entry for this batch"
+    )
+
+
+@pytest.mark.parametrize("as_torch_future_reports_it", [False, True])
+def test_a_failed_import_read_as_a_key_error_names_the_module(
+    as_torch_future_reports_it: bool,
+) -> None:
+    # CPython 3.11 can hand a thread that waited on a failing import a KeyError naming the
+    # module; torch sends its remote text, which a KeyError's str() quotes and escapes.
+    text = (
+        "On WorkerInfo(id=1, name=worker1):\nKeyError('tests.support.fresh_broken')\n"
+        'Traceback (most recent call last):\n  File "x.py", line 1, in f\n'
+    )
+    error: Exception = KeyError(text)
+    if as_torch_future_reports_it:
+        error = RuntimeError(f"KeyError: {text!r}\n\nAt:\n  internal.py(236): _handle_exception")
+    failed = errors.creation_failure(error)
+    assert (failed.error_type, failed.message) == ("KeyError", "tests.support.fresh_broken")
 
 
 def test_a_module_that_does_not_match_its_interface_is_named_once() -> None:

@@ -56,7 +56,7 @@ def failure(error: Exception, what: str, owner: str | int) -> Exception:
     head = _head(what, owner)
     if owner_gone(error):
         return RuntimeError(f"{head}worker {owner!r} is gone: its connection closed")
-    remote = _remote_error(str(error))
+    remote = _remote_error(_text(error))
     text = f"{head}{error}" if remote is None else f"{head}{remote[0]}: {remote[1]}"
     raised: Exception
     try:
@@ -200,10 +200,33 @@ def creation_failure(error: BaseException) -> CreationFailure:
     """The failed creation's own error type and message, on the owner. torch keeps it as the
     text of a remote error, ``On WorkerInfo(...):`` then ``repr(error)`` then the traceback;
     where that text is not in this form, the whole of it."""
-    remote = _remote_error(str(error))
+    remote = _remote_error(_text(error))
     if remote is not None:
         return CreationFailure(remote[0], remote[1])
-    return CreationFailure(type(error).__name__, str(error))
+    return CreationFailure(type(error).__name__, _text(error))
+
+
+def _text(error: BaseException) -> str:
+    """``error``'s message. A KeyError's ``str()`` is the repr of its argument (torch's whole
+    remote text, quoted and escaped), and torch's future reports one as ``KeyError: '...'``:
+    the argument, unquoted."""
+    if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
+        return error.args[0]
+    text = str(error)
+    quoted = _quoted_key_error().match(text)
+    if quoted is None:
+        return text
+    import ast  # only where a remote error is read
+
+    try:
+        return str(ast.literal_eval(quoted[1]))
+    except (SyntaxError, ValueError):
+        return text
+
+
+@functools.cache
+def _quoted_key_error() -> re.Pattern[str]:
+    return re.compile(r"""KeyError: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 
 def worker_name(rank: int) -> str:

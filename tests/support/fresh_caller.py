@@ -294,7 +294,7 @@ def receiver_operations() -> dict[str, Operation]:
 CONSTRUCTOR_RAISES = [("ValueError", "RaisingInit refuses to be built")]
 IMPORT_FAILS = [
     ("ImportError", fresh_broken.IMPORT_ERROR),
-    ("KeyError", repr(fresh_broken.__name__)),
+    ("KeyError", fresh_broken.__name__),
 ]
 
 

@@ -287,3 +287,10 @@ class QuotesBoth(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         raise TypeError("""argument 'size' failed with error "type must be tuple of ints\"""")
+
+
+class MissingKey(nn.Module):
+    """``forward`` raises a KeyError on the owner (whose ``str()`` quotes its argument)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        raise KeyError("no entry for this batch")
