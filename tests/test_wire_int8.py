@@ -20,16 +20,14 @@ from tests.support import wire_helpers
 from tests.support.interfaces import Pair
 from tests.support.wire_helpers import (
     Affine,
-    AffineInterface,
-    AffineProtocol,
     Keeper,
-    KeeperInterface,
-    KeeperProtocol,
+    TensorInterface,
+    TensorProtocol,
 )
 
 pytestmark = pytest.mark.rpc_group(3)
 
-FAMILIES = [None, KeeperProtocol, KeeperInterface]
+FAMILIES = [None, TensorProtocol, TensorInterface]
 FAMILY_IDS = ["no-interface", "protocol", "script"]
 
 
@@ -160,7 +158,7 @@ def test_dtypes_shapes_and_nested_values_without_an_interface(sent: list[tuple[A
 def test_scripted_calls_send_codes_too() -> None:
     x = _blocks_of_every_kind()
     typed = RemoteModule(
-        "worker1/cpu", Keeper, module_interface_cls=KeeperInterface, wire_dtype=torch.int8
+        "worker1/cpu", Keeper, module_interface_cls=TensorInterface, wire_dtype=torch.int8
     )
     scripted = torch.jit.script(typed)
     for result in (scripted(x), scripted.forward_async(x).wait()):
@@ -192,7 +190,7 @@ def _assert_close_to_exact(got: list[Tensor], exact: list[Tensor]) -> None:
         torch.testing.assert_close(grad, want, rtol=0.05, atol=0.02 * float(want.abs().max()))
 
 
-@pytest.mark.parametrize("interface", [None, AffineProtocol, AffineInterface], ids=FAMILY_IDS)
+@pytest.mark.parametrize("interface", FAMILIES, ids=FAMILY_IDS)
 def test_gradients_flow_straight_through(interface: Any, sent: list[tuple[Any, ...]]) -> None:
     rm = RemoteModule("worker1/cpu", Affine, module_interface_cls=interface, wire_dtype=torch.int8)
     sent.clear()
@@ -206,7 +204,7 @@ def test_gradients_flow_straight_through(interface: Any, sent: list[tuple[Any, .
 
 def test_gradients_flow_straight_through_a_scripted_model() -> None:
     rm = RemoteModule(
-        "worker1/cpu", Affine, module_interface_cls=AffineInterface, wire_dtype=torch.int8
+        "worker1/cpu", Affine, module_interface_cls=TensorInterface, wire_dtype=torch.int8
     )
     _assert_close_to_exact(*_gradients(torch.jit.script(rm), rm.module_rref))
 

@@ -66,12 +66,14 @@ def scale_grad(module_rref: Any, context_id: int) -> Tensor:
 
 
 @torch.jit.interface
-class KeeperInterface:
+class TensorInterface:
+    """One tensor in, one out: :class:`Keeper` and :class:`Affine` both match it."""
+
     def forward(self, x: Tensor) -> Tensor:
         pass
 
 
-class KeeperProtocol(Protocol):
+class TensorProtocol(Protocol):
     def forward(self, x: Tensor) -> Tensor: ...
 
 
@@ -101,16 +103,6 @@ def kept(module_rref: Any) -> Tensor:
     if isinstance(module, torch._C.ScriptModule):
         module = torch.jit._recursive.wrap_cpp_module(module)
     return module.kept
-
-
-@torch.jit.interface
-class AffineInterface:
-    def forward(self, x: Tensor) -> Tensor:
-        pass
-
-
-class AffineProtocol(Protocol):
-    def forward(self, x: Tensor) -> Tensor: ...
 
 
 class Affine(nn.Module):
