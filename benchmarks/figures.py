@@ -246,7 +246,8 @@ def measure_large_tensors(sizes: Sizes, repeats: int) -> Results:
 def measure_wire(sizes: Sizes, repeats: int) -> Results:
     """Round trips of float32 tensors through nn.Identity on one machine: ours with each
     wire dtype (float32: none), in ms per MiB of float32 data moved there and back."""
-    row, x, loops = f"{WIRE_MIB}MiB_loopback", *_wire_loops()
+    row, x = f"{WIRE_MIB}MiB_loopback", _wire_input()
+    loops = {impl: sync_loop(rm.forward, x) for impl, rm in _wire_modules().items()}
     iters = {row: calibrate(loops["float32"], sizes, min_iters=2)}
     mib = 2 * x.numel() * x.element_size() / 2**20
     convert = {row: lambda elapsed, n: elapsed / n * 1e3 / mib}
@@ -256,14 +257,14 @@ def measure_wire(sizes: Sizes, repeats: int) -> Results:
 def measure_wire_shaped(sizes: Sizes, repeats: int) -> Results:
     """The same across the shaped link (GB/s of float32 data), then the bytes that crossed
     the link per round trip, and per forward and backward under distributed autograd."""
-    x, loops = _wire_loops()
+    x, modules = _wire_input(), _wire_modules()
+    loops = {impl: sync_loop(rm.forward, x) for impl, rm in modules.items()}
     codes, scales = _shared._quantize(x)
     loops["int8_bytes_only"] = sync_loop(lambda _: rpc.rpc_sync(OWNER, _echo, (codes, scales)), x)
     speed = f"{WIRE_MIB}MiB_1gbit"
     iters = {speed: calibrate(loops["float32"], sizes, min_iters=2)}
     convert = {speed: gbps(2 * x.numel() * x.element_size())}
     results = interleave({speed: loops}, iters, repeats, convert, min(sizes.blocks, 2))
-    modules = _wire_modules()
     leaf, weights = x.clone().requires_grad_(), torch.randn_like(x)
 
     def step(rm: Any) -> None:  # dense gradients (a sum's would be one value, broadcast)
@@ -300,9 +301,9 @@ def _wire_modules() -> dict[str, Any]:
     }
 
 
-def _wire_loops() -> tuple[torch.Tensor, dict[str, Loop]]:
-    x = torch.randn(WIRE_MIB * 2**20 // 4)
-    return x, {impl: sync_loop(rm.forward, x) for impl, rm in _wire_modules().items()}
+def _wire_input() -> torch.Tensor:
+    """The wire figures' float32 tensor: WIRE_MIB MiB."""
+    return torch.randn(WIRE_MIB * 2**20 // 4)
 
 
 def _link_bytes() -> int:

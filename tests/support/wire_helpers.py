@@ -54,12 +54,16 @@ class PrecisionAnything(nn.Module):
         return {"x": x * self.scale, "ids": ids + 1, "extra": doubled}, seen
 
 
-def scale_grad(module_rref: Any, context_id: int) -> Tensor:
+def owned(module_rref: Any) -> Any:
+    """On the owner: the module of ``module_rref``, a scripted one as its Python wrapper."""
     module = module_rref.local_value()
-    scale = module.scale if not isinstance(module, torch._C.ScriptModule) else None
-    if scale is None:
-        scale = torch.jit._recursive.wrap_cpp_module(module).scale
-    return dist_autograd.get_gradients(context_id)[scale]
+    if isinstance(module, torch._C.ScriptModule):
+        module = torch.jit._recursive.wrap_cpp_module(module)
+    return module
+
+
+def scale_grad(module_rref: Any, context_id: int) -> Tensor:
+    return dist_autograd.get_gradients(context_id)[owned(module_rref).scale]
 
 
 # --- For the int8 wire (tests/test_wire_int8.py) ---------------------------------------------
@@ -99,10 +103,7 @@ class KeeperAnything(nn.Module):
 def kept(module_rref: Any) -> Tensor:
     """What a :class:`Keeper` (scripted or not) received last, exactly (fetched without a
     wire dtype)."""
-    module = module_rref.local_value()
-    if isinstance(module, torch._C.ScriptModule):
-        module = torch.jit._recursive.wrap_cpp_module(module)
-    return module.kept
+    return owned(module_rref).kept
 
 
 class Affine(nn.Module):
@@ -119,10 +120,7 @@ class Affine(nn.Module):
 
 def weight_grad(module_rref: Any, context_id: int) -> Tensor:
     """The gradient of an :class:`Affine`'s weight in the distributed autograd context."""
-    module = module_rref.local_value()
-    if isinstance(module, torch._C.ScriptModule):
-        module = torch.jit._recursive.wrap_cpp_module(module)
-    return dist_autograd.get_gradients(context_id)[module.linear.weight]
+    return dist_autograd.get_gradients(context_id)[owned(module_rref).linear.weight]
 
 
 def spy_on_sends(monkeypatch: Any) -> list[tuple[Any, ...]]:
