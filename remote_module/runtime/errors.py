@@ -213,7 +213,7 @@ def _text(error: BaseException) -> str:
     if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
         return error.args[0]
     text = str(error)
-    quoted = _quoted_key_error().match(text)
+    quoted = re.match(r"""KeyError: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""", text)
     if quoted is None:
         return text
     import ast  # only where a remote error is read
@@ -222,11 +222,6 @@ def _text(error: BaseException) -> str:
         return str(ast.literal_eval(quoted[1]))
     except (SyntaxError, ValueError):
         return text
-
-
-@functools.cache
-def _quoted_key_error() -> re.Pattern[str]:
-    return re.compile(r"""KeyError: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 
 def worker_name(rank: int) -> str:
