@@ -29,21 +29,12 @@ the method search is reused only where torch would compile nothing (the module's
 type is compiled already), where torch uses the stubs only to name and wrap the compiled
 methods, and only for instances that override nothing TorchScript looks at. Anything else,
 and any torch without these helpers, goes through ``torch.jit.script`` as is.
-
-Parsing on several threads: TorchScript's frontend reads source with ``ast.parse``, and an
-owner scripts on its RPC threads, beside the process's other threads. CPython before 3.11.8
-and 3.12.2 keeps ``ast.parse``'s recursion counter in one place per interpreter
-(python/cpython#106905): two parses at once, the garbage collector switching threads in one,
-fail with ``SystemError: AST constructor recursion depth mismatch`` (an owner's creation
-failed so in CI). There, importing this module makes ``ast.parse`` take one lock.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
-import sys
 import threading
 import warnings
 import weakref
@@ -68,23 +59,6 @@ _DEPRECATION_MESSAGES = (
     r"`torch\.jit\.script` is deprecated",
     r"`torch\.jit\.interface` is deprecated",
 )
-
-
-def _one_parse_at_a_time() -> None:
-    """Make ``ast.parse`` hold a process-wide lock (see the module's docstring)."""
-    parse, lock = ast.parse, threading.RLock()
-
-    @functools.wraps(parse)
-    def locked_parse(*args: Any, **kwargs: Any) -> Any:
-        with lock:
-            return parse(*args, **kwargs)
-
-    ast.parse = locked_parse
-
-
-if sys.version_info < (3, 11, 8) or (3, 12) <= sys.version_info < (3, 12, 2):
-    _one_parse_at_a_time()
-
 # warnings.catch_warnings swaps a process-wide list: one of our sections at a time.
 _quiet_lock = threading.RLock()
 

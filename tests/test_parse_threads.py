@@ -1,6 +1,6 @@
 """Source parsed on several threads at once, as an owner's RPC threads script modules beside
-the process's other threads (``remote_module._torchscript`` makes that safe where CPython's
-``ast.parse`` is not)."""
+the process's other threads (``remote_module.runtime.owner.creation`` makes that safe where
+CPython's ``ast.parse`` is not)."""
 
 import ast
 import inspect

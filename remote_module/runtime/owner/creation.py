@@ -1,8 +1,19 @@
 """Creating a RemoteModule's module on this process (its owner, or a standby taking over), and
-reaching a module an RRef owns here."""
+reaching a module an RRef owns here.
+
+An owner scripts modules on its RPC threads, beside the process's other threads, and
+TorchScript's frontend reads source with ``ast.parse``. On CPython before 3.11.8 and 3.12.2
+two parses at once can fail with ``SystemError: AST constructor recursion depth mismatch``
+(python/cpython#106905; an owner's creation failed so in CI): there, importing this module
+(``import remote_module`` does) makes ``ast.parse`` take one lock.
+"""
 
 from __future__ import annotations
 
+import ast
+import functools
+import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +24,16 @@ from torch import nn
 from remote_module import _torchscript
 
 __all__ = ["create_module", "local_module", "owned_rref"]
+
+if sys.version_info < (3, 11, 8) or (3, 12) <= sys.version_info < (3, 12, 2):
+    _parse, _parse_lock = ast.parse, threading.Lock()
+
+    @functools.wraps(_parse)
+    def _locked_parse(*args: Any, **kwargs: Any) -> Any:  # the module's docstring says why
+        with _parse_lock:
+            return _parse(*args, **kwargs)
+
+    ast.parse = _locked_parse
 
 
 def create_module(
