@@ -26,7 +26,7 @@ from remote_module import _torchscript
 __all__ = ["create_module", "local_module", "owned_rref"]
 
 if sys.version_info < (3, 11, 8) or (3, 12) <= sys.version_info < (3, 12, 2):
-    _parse, _parse_lock = ast.parse, threading.Lock()
+    _parse, _parse_lock = ast.parse, threading.RLock()  # a finalizer run mid-parse may parse
 
     @functools.wraps(_parse)
     def _locked_parse(*args: Any, **kwargs: Any) -> Any:  # the module's docstring says why
