@@ -8,6 +8,7 @@ as its own builtin type, by :func:`creation_error`.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import functools
 import re
@@ -169,8 +170,6 @@ def _remote_error(text: str) -> tuple[str, str, str] | None:
     lines = text[header.end() :].split("\n", 2)
     if len(lines) < 2:
         return None
-    import ast  # only where a remote error is read
-
     rest = lines[2] if len(lines) > 2 else ""
     try:
         call = ast.parse(lines[1].strip(), mode="eval").body
@@ -216,8 +215,6 @@ def _text(error: BaseException) -> str:
     quoted = re.match(r"""KeyError: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""", text)
     if quoted is None:
         return text
-    import ast  # only where a remote error is read
-
     try:
         return str(ast.literal_eval(quoted[1]))
     except (SyntaxError, ValueError):
