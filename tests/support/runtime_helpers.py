@@ -7,6 +7,7 @@ from typing import Any, NamedTuple, Optional
 import torch
 from torch import Tensor, nn
 
+from remote_module.runtime.owner.creation import local_module
 from tests.support.interfaces import Pair
 
 
@@ -119,9 +120,7 @@ def not_a_module(value: int = 3) -> int:
 
 def training_flag(module_rref: Any) -> bool:
     """On the owner: the module's ``training`` flag."""
-    module = module_rref.local_value()
-    if isinstance(module, torch._C.ScriptModule):
-        module = torch.jit._recursive.wrap_cpp_module(module)
+    module = local_module(module_rref)
     return bool(module.training)
 
 
@@ -202,18 +201,14 @@ def make_linear(in_features: int, out_features: int) -> nn.Linear:
 
 def owner_state_dict(module_rref: Any) -> dict[str, Tensor]:
     """On the owner: the module's own state dict (cloned)."""
-    module = module_rref.local_value()
-    if isinstance(module, torch._C.ScriptModule):
-        module = torch.jit._recursive.wrap_cpp_module(module)
+    module = local_module(module_rref)
     return {key: value.detach().clone() for key, value in module.state_dict().items()}
 
 
 def owner_state_devices(module_rref: Any) -> dict[str, str]:
     """On the owner: the device type of each state-dict entry (strings: no CUDA tensor has to
     travel back, which TensorPipe refuses without a device map)."""
-    module = module_rref.local_value()
-    if isinstance(module, torch._C.ScriptModule):
-        module = torch.jit._recursive.wrap_cpp_module(module)
+    module = local_module(module_rref)
     return {key: value.device.type for key, value in module.state_dict().items()}
 
 

@@ -7,6 +7,8 @@ import torch
 import torch.distributed.autograd as dist_autograd
 from torch import Tensor, nn
 
+from remote_module.runtime.owner.creation import local_module
+
 
 @torch.jit.interface
 class PrecisionInterface:
@@ -54,16 +56,8 @@ class PrecisionAnything(nn.Module):
         return {"x": x * self.scale, "ids": ids + 1, "extra": doubled}, seen
 
 
-def owned(module_rref: Any) -> Any:
-    """On the owner: the module of ``module_rref``, a scripted one as its Python wrapper."""
-    module = module_rref.local_value()
-    if isinstance(module, torch._C.ScriptModule):
-        module = torch.jit._recursive.wrap_cpp_module(module)
-    return module
-
-
 def scale_grad(module_rref: Any, context_id: int) -> Tensor:
-    return dist_autograd.get_gradients(context_id)[owned(module_rref).scale]
+    return dist_autograd.get_gradients(context_id)[local_module(module_rref).scale]
 
 
 # --- For the int8 wire (tests/test_wire_int8.py) ---------------------------------------------
@@ -103,7 +97,7 @@ class KeeperAnything(nn.Module):
 def kept(module_rref: Any) -> Tensor:
     """What a :class:`Keeper` (scripted or not) received last, exactly (fetched without a
     wire dtype)."""
-    return owned(module_rref).kept
+    return local_module(module_rref).kept
 
 
 class Affine(nn.Module):
@@ -120,7 +114,7 @@ class Affine(nn.Module):
 
 def weight_grad(module_rref: Any, context_id: int) -> Tensor:
     """The gradient of an :class:`Affine`'s weight in the distributed autograd context."""
-    return dist_autograd.get_gradients(context_id)[owned(module_rref).linear.weight]
+    return dist_autograd.get_gradients(context_id)[local_module(module_rref).linear.weight]
 
 
 def spy_on_sends(monkeypatch: Any) -> list[tuple[Any, ...]]:
