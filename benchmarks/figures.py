@@ -39,6 +39,7 @@ from benchmarks.spec import (
     WIRE_MIB,
     Figure,
     Sizes,
+    rotated,
 )
 from remote_module import _shared
 from remote_module.runtime.caller import pending
@@ -141,13 +142,6 @@ def interleave(
             for impl in loops:
                 results[row][impl].append(convert[row](elapsed[impl], chunk * count))
     return results
-
-
-def rotated(impls: list[str], shift: int) -> list[str]:
-    """``impls`` starting at ``shift`` (A B C, B C A, C A B, ...): no implementation always
-    runs first or last in a block."""
-    shift %= len(impls)
-    return impls[shift:] + impls[:shift]
 
 
 def per_call_us(elapsed: float, n: int) -> float:

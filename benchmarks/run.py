@@ -34,7 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.spec import DEFAULT_REPEATS, FIGURES, OURS, SHAPED_RATE, SIZES, Figure
+from benchmarks.spec import DEFAULT_REPEATS, FIGURES, OURS, SHAPED_RATE, SIZES, Figure, rotated
 from remote_module import _hosts
 from remote_module._process import end_processes, free_port
 
@@ -225,8 +225,7 @@ def collect(figure: Figure, size: str, repeats: int, workdir: Path) -> Samples:
         groups = [(row.name, list(row.impls)) for row in figure.rows]
     for repeat in range(figure_repeats(figure, repeats, size)):
         for only, impls in groups:
-            shift = repeat % len(impls)  # rotating order (A B C, B C A, ...): one fresh pair each
-            for impl in impls[shift:] + impls[:shift]:
+            for impl in rotated(impls, repeat):  # one fresh pair each
                 tag = "-".join(part for part in (figure.name, only, impl, str(repeat)) if part)
                 values = run_workers(
                     figure, size, 1, workdir, tag, FRESH_TIMEOUT_S[size], impl=impl, row=only
@@ -304,7 +303,7 @@ def _collect_demo(figure: Figure, size: str, repeats: int, workdir: Path) -> Sam
     impls = list(figure.rows[0].impls)
     steps = ["--trainers", "1", "--steps", "10", "--eval-every", "0"] if size == "smoke" else []
     for repeat in range(repeats):
-        for impl in impls[repeat % len(impls) :] + impls[: repeat % len(impls)]:
+        for impl in rotated(impls, repeat):
             summary = workdir / f"demo-{impl}-{repeat}.json"
             wire = [] if impl == "float32" else ["--wire-dtype", impl]
             command = [sys.executable, "-m", "remote_module", "demo", "--json", str(summary)]

@@ -476,3 +476,10 @@ def figure(name: str) -> Figure:
         if candidate.name == name:
             return candidate
     raise KeyError(name)
+
+
+def rotated(impls: list[str], shift: int) -> list[str]:
+    """``impls`` starting at ``shift`` (A B C, B C A, C A B, ...): no implementation always
+    runs first or last in a block."""
+    shift %= len(impls)
+    return impls[shift:] + impls[:shift]
