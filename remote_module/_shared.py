@@ -21,6 +21,8 @@ import torch
 import torch.distributed.autograd
 from torch import Tensor
 
+from remote_module import _compat
+
 __all__ = [
     "CALL_PREFIX",
     "COUNTING",
@@ -243,9 +245,7 @@ class _StraightThrough(torch.autograd.Function):
 def _gradient_path(value: Tensor) -> Tensor | None:
     """The straight-through carrier of ``value`` under distributed autograd, else None (the
     gradient could not cross anyway). TorchScript calls it back into Python."""
-    try:
-        torch.distributed.autograd._current_context()
-    except RuntimeError:
+    if _compat.current_context_id() is None:
         return None
     return _StraightThrough.apply(value)
 

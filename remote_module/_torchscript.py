@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import threading
 import warnings
 import weakref
@@ -42,6 +43,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import torch
+
+from remote_module import _compat
 
 __all__ = [
     "TorchScriptUnavailableError",
@@ -54,11 +57,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-# torch's own deprecation messages for the two entry points we use on purpose.
-_DEPRECATION_MESSAGES = (
-    r"`torch\.jit\.script` is deprecated",
-    r"`torch\.jit\.interface` is deprecated",
-)
 # warnings.catch_warnings swaps a process-wide list: one of our sections at a time.
 _quiet_lock = threading.RLock()
 
@@ -70,6 +68,9 @@ class TorchScriptUnavailableError(RuntimeError):
 @contextlib.contextmanager
 def on_purpose() -> Iterator[None]:
     """Silence torch's TorchScript deprecation warnings (those two messages only) inside."""
+    if not _NOTICES:  # this torch does not warn (2.6-2.9)
+        yield
+        return
     with _quiet_lock:
         dropped = _dropped_already()
     if dropped:
@@ -79,27 +80,15 @@ def on_purpose() -> Iterator[None]:
         yield
         return
     with _quiet_lock, warnings.catch_warnings():
-        for message in _DEPRECATION_MESSAGES:
-            for category in (DeprecationWarning, FutureWarning):
-                warnings.filterwarnings("ignore", message=message, category=category)
+        for text, category in _NOTICES:
+            warnings.filterwarnings("ignore", message=re.escape(text), category=category)
         yield
 
 
-def _notice_categories() -> tuple[type[Warning], ...]:
-    """The category this torch warns with (its warn calls name it), else both."""
-    codes = (torch.jit._script.script.__code__, torch.jit._script.interface.__code__)
-    named = {name for code in codes for name in code.co_names}
-    found = tuple(kind for kind in (DeprecationWarning, FutureWarning) if kind.__name__ in named)
-    return found or (DeprecationWarning, FutureWarning)
-
-
-# Both notices as torch words them, the module they are attributed to, and their category.
-_NOTICE_TEXTS = (
-    "`torch.jit.script` is deprecated. Please switch to `torch.compile` or `torch.export`.",
-    "`torch.jit.interface` is deprecated. Please use `torch.compile` instead.",
-)
+# Both notices as this torch words them, the module they are attributed to, and their
+# category (none before torch 2.10).
+_NOTICES = _compat.TORCHSCRIPT_NOTICES
 _NOTICE_MODULE = "torch.jit._script"
-_NOTICE_CATEGORIES = _notice_categories()
 
 
 def _dropped_already() -> bool:
@@ -110,11 +99,7 @@ def _dropped_already() -> bool:
     filters = (tuple(warnings.filters), warnings.defaultaction)  # type: ignore[attr-defined]
     if _last_decision[0] == filters:
         return _last_decision[1]
-    dropped = all(
-        _action(text, category) == "ignore"
-        for text in _NOTICE_TEXTS
-        for category in _NOTICE_CATEGORIES
-    )
+    dropped = all(_action(text, category) == "ignore" for text, category in _NOTICES)
     _last_decision[:] = [filters, dropped]
     return dropped
 
@@ -181,10 +166,10 @@ def available() -> bool:
 
 # --- Cheap repeated torch.jit.script(rm) ---------------------------------------------------
 
-_recursive = getattr(torch.jit, "_recursive", None)
-_ScriptMethodStub: Any = getattr(_recursive, "ScriptMethodStub", None)
-_make_stub: Any = getattr(_recursive, "make_stub", None)
-_EXPORT = getattr(getattr(torch._jit_internal, "FunctionModifiers", None), "EXPORT", None)
+_PIPELINE = _compat.JIT_PIPELINE
+_ScriptMethodStub: Any = _PIPELINE["ScriptMethodStub"]
+_make_stub: Any = _PIPELINE["make_stub"]
+_EXPORT = getattr(_PIPELINE["FunctionModifiers"], "EXPORT", None)
 _STUBS_SUPPORTED = _ScriptMethodStub is not None and _make_stub is not None and _EXPORT is not None
 
 _parsed_lock = threading.Lock()
@@ -236,20 +221,6 @@ def _parse(function: Callable[..., Any]) -> tuple[Any, Any]:
 
 # --- Cheap repeated scripting of one module class ---------------------------------------------
 
-_script_impl = getattr(torch.jit, "_script", None)
-_check_impl = getattr(torch.jit, "_check", None)
-_PIPELINE: dict[str, Any] = {
-    name: getattr(source, name, None)
-    for source, names in (
-        (_recursive, ("check_module_initialized", "get_module_concrete_type")),
-        (_recursive, ("create_script_module_impl", "infer_methods_to_compile")),
-        (_recursive, ("concrete_type_store",)),
-        (_script_impl, ("call_prepare_scriptable_func", "RecursiveScriptModule")),
-        (_check_impl, ("AttributeTypeIsSupportedChecker",)),
-        (torch._jit_internal, ("get_torchscript_modifier", "FunctionModifiers")),
-    )
-    for name in names
-}
 _PIPELINE_SUPPORTED = _STUBS_SUPPORTED and all(value is not None for value in _PIPELINE.values())
 _DEFAULT_MODIFIER = getattr(_PIPELINE["FunctionModifiers"], "DEFAULT", None)
 # Instance attributes that change what torch compiles or how it checks the class.
@@ -272,7 +243,7 @@ def script_module(module: torch.nn.Module, what: str) -> Any:
     """``torch.jit.script(module)`` for a module that is not scripted yet, quiet as
     :func:`script` and, when a module of its class was scripted before, at a third of the cost
     (see the module docstring)."""
-    if not _PIPELINE_SUPPORTED or not torch.jit._state._enabled:
+    if not _PIPELINE_SUPPORTED or not _compat.jit_enabled():
         with _compile_lock:  # (see _script_module)
             return script(module, what)
     try:

@@ -119,7 +119,12 @@ def test_no_file_of_ours_is_over_the_line_limit() -> None:
     assert not long, f"over {MAX_LINES} lines (split them by role): {long}"
 
 
-LEAVES = ["remote_module._shared", "remote_module._torchscript", "remote_module._interface"]
+LEAVES = [
+    "remote_module._compat",
+    "remote_module._shared",
+    "remote_module._torchscript",
+    "remote_module._interface",
+]
 
 
 @pytest.mark.parametrize("leaf", LEAVES)
@@ -221,3 +226,55 @@ def test_importing_remote_module_loads_the_whole_runtime_and_no_renderer() -> No
     )
     assert len(eager) > 15 and "remote_module.runtime.owner" in eager
     subprocess.run([sys.executable, "-c", probe], check=True, cwd=ROOT, timeout=120)
+
+
+COMPAT = "remote_module._compat"
+
+
+def _torch_private_names(name: str) -> list[str]:
+    """The dotted names module ``name`` reads that reach a private part of torch (a
+    component after ``torch`` starting with one underscore) or torch's version."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    aliases: dict[str, str] = {}  # a local name -> the torch module or name it stands for
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "torch":
+                    aliases[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else "torch"
+                    )
+                    found.append(alias.name)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                found.append(f"{node.module}.{alias.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts = []
+            base: ast.AST = node
+            while isinstance(base, ast.Attribute):
+                parts.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in aliases:
+                found.append(".".join([aliases[base.id], *reversed(parts)]))
+    private = []
+    for dotted in found:
+        parts = dotted.split(".")[1:]
+        if any(p.startswith("_") and not p.startswith("__") for p in parts) or (
+            "__version__" in parts
+        ):
+            private.append(dotted)
+    return sorted(set(private))
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - {COMPAT}))
+def test_only_the_compatibility_module_reaches_private_torch(name: str) -> None:
+    # Every difference between torch versions and every private torch name lives in
+    # remote_module._compat, with the versions it was checked on (issue: every torch).
+    assert _torch_private_names(name) == []
+
+
+def test_the_private_name_check_sees_what_it_must() -> None:
+    assert "torch.__version__" in _torch_private_names(COMPAT)
+    assert "torch.distributed.rpc._get_current_rpc_agent" in _torch_private_names(COMPAT)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from remote_module import _compat
 from remote_module import _torchscript as torchscript
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,7 +83,8 @@ def test_only_torchs_two_messages_are_silenced() -> None:
     assert (DeprecationWarning, "something else") in messages
     assert (UserWarning, "`torch.jit.script` is deprecated") in messages
     deprecations = [m for k, m in messages if k in (DeprecationWarning, FutureWarning)]
-    assert sum("`torch.jit.script` is deprecated" in m for m in deprecations) == 1
+    warns = any(text.startswith("`torch.jit.script`") for text, _ in _compat.TORCHSCRIPT_NOTICES)
+    assert sum("`torch.jit.script` is deprecated" in m for m in deprecations) == int(warns)
 
 
 def test_the_notices_are_known_as_torch_words_them() -> None:
@@ -100,10 +102,10 @@ def test_the_notices_are_known_as_torch_words_them() -> None:
             def forward(self, x: torch.Tensor) -> torch.Tensor:
                 pass
 
-    notices = [(type(w.message), str(w.message)) for w in caught if "torch.jit." in str(w.message)]
-    assert {text for _, text in notices} == set(torchscript._NOTICE_TEXTS)
-    assert {kind for kind, _ in notices} == set(torchscript._NOTICE_CATEGORIES)
-    assert {w.filename for w in caught} == {torch.jit._script.__file__}
+    notices = [(str(w.message), type(w.message)) for w in caught if "torch.jit." in str(w.message)]
+    # Exactly what this torch says: both notices from 2.10, none before (remote_module._compat).
+    assert set(notices) == set(_compat.TORCHSCRIPT_NOTICES)
+    assert {w.filename for w in caught} <= {torch.jit._script.__file__}
 
 
 def test_no_filter_swap_where_the_filters_already_drop_the_notices() -> None:
@@ -127,4 +129,5 @@ def test_no_filter_swap_where_the_filters_already_drop_the_notices() -> None:
         )
         filters = warnings.filters
         with torchscript.on_purpose():
-            assert warnings.filters is not filters  # swapped for the section
+            # swapped for the section (where this torch warns at all: 2.10 and later)
+            assert (warnings.filters is not filters) == bool(_compat.TORCHSCRIPT_NOTICES)

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from remote_module import _shared
+from remote_module import _compat, _shared
 from remote_module._generator.model import (
     Argument,
     Interface,
@@ -213,7 +213,7 @@ def _parse_named_type(cls: type, where: str, kind: InterfaceKind) -> TypeRef:
 def _is_script_class(cls: type) -> bool:
     if _shared.is_script_interface(cls):
         return True
-    return torch.jit._state._get_script_class(cls) is not None
+    return _compat.script_class_of(cls) is not None
 
 
 def render_literal(value: object, where: str) -> str:
@@ -350,7 +350,7 @@ def _cross_check_with_torchscript(interface_cls: type, model: Interface) -> None
     if not isinstance(compiled_name, str):
         return
     try:
-        compiled = torch.jit._state._python_cu.get_interface(compiled_name)
+        compiled = _compat.script_interface_named(compiled_name)
     except RuntimeError:
         compiled = None
     if compiled is None:

@@ -13,7 +13,7 @@ import builtins
 import functools
 import re
 
-import torch.distributed.rpc as rpc
+from remote_module import _compat
 
 __all__ = [
     "CreationFailure",
@@ -223,5 +223,5 @@ def _text(error: BaseException) -> str:
 
 def worker_name(rank: int) -> str:
     """The name of the worker of ``rank`` in the current RPC group."""
-    agent = rpc._get_current_rpc_agent()
+    agent = _compat.rpc_agent()
     return next(str(info.name) for info in agent.get_worker_infos() if info.id == rank)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.distributed.rpc as rpc
 
+from remote_module import _compat
 from remote_module._shared import WIRE_DTYPES
 from remote_module.runtime.errors import UnknownWorkerError
 from remote_module.runtime.remote_device import parse_remote_device
@@ -110,14 +111,14 @@ def target(remote_device: str) -> tuple[str | int, str, bool]:
 
 def is_device_map_set(on: str | int) -> bool:
     """Whether the current RPC agent has a device map to ``on`` (which must be a worker)."""
-    agent = rpc._get_current_rpc_agent()
+    agent = _compat.rpc_agent()
     return bool(agent._get_device_map(_worker_info(agent, on)))
 
 
 def worker_info(on: str | int) -> Any:
     """The current RPC group's ``WorkerInfo`` of ``on`` (a worker name or rank); an unknown one
     raises :class:`UnknownWorkerError`."""
-    return _worker_info(rpc._get_current_rpc_agent(), on)
+    return _worker_info(_compat.rpc_agent(), on)
 
 
 def _worker_info(agent: Any, on: str | int) -> Any:

@@ -18,7 +18,6 @@ What a call sends (:func:`_send`):
 
 from __future__ import annotations
 
-import functools
 import operator
 import threading
 import time
@@ -26,11 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import torch
-import torch._C._dynamo.eval_frame as _eval_frame
 import torch.distributed.rpc as rpc
-from torch._C._distributed_rpc import _invoke_rpc_torchscript
 from torch.futures import Future
 
+from remote_module import _compat
 from remote_module._shared import CALL_PREFIX
 from remote_module.runtime import owner, values
 from remote_module.runtime.caller import failover, keys, pending
@@ -163,7 +161,7 @@ def _send(
     ticket = record.ticket
     module_rref = remote_module.module_rref
     filing = None
-    if remote_module.is_scriptable and wire_dtype is None and torch.jit._state._enabled.enabled:
+    if remote_module.is_scriptable and wire_dtype is None and _compat.jit_enabled():
         # The RRef costs a protocol message of its own on every call (the owner acknowledges
         # the fork it received), about a third of a tiny call: the first Python call asks the
         # owner to file the module beside the call itself, waits for that reply too
@@ -207,14 +205,14 @@ def _send_by_name(
     by its qualified name (the owner compiled it under the same one). While the autograd
     profiler runs, through ``rpc.rpc_async`` itself, which records it."""
     module_rref = remote_module.module_rref
-    if torch.autograd._profiler_enabled():
+    if _compat.profiler_enabled():
         script_fn = torch.jit.script(remote_fn)  # compiled already: torch's cached function
         return rpc.rpc_async(
             module_rref.owner(), script_fn, rpc_args, kwargs, remote_module.timeout
         )
-    name = torch._jit_internal._qualified_name(remote_fn)
-    return _invoke_rpc_torchscript(
-        module_rref.owner_name(), name, rpc_args, dict(kwargs or {}), remote_module.timeout, False
+    name = _compat.qualified_name(remote_fn)
+    return _compat.invoke_rpc_torchscript(
+        module_rref.owner_name(), name, rpc_args, dict(kwargs or {}), remote_module.timeout
     )
 
 
@@ -259,32 +257,7 @@ def _when_both_done(first: Future[Any], second: Future[Any], then: Callable[[], 
     second.add_done_callback(one_done)
 
 
-def _untraced(fn: Callable[..., R]) -> Callable[..., R]:
-    """``torch.compiler.disable(fn)``: Dynamo breaks the graph at a call of it and runs it with
-    no frame of it traced. Made here from torch's C hook (loaded with torch) because
-    ``torch.compiler.disable`` imports ``torch._dynamo``: 1.7 s on every import of ours."""
-
-    def untraced(*args: Any, **kwargs: Any) -> R:
-        prior = _eval_frame.set_eval_frame(None)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _eval_frame.set_eval_frame(prior)
-
-    code = untraced.__code__
-    functools.update_wrapper(untraced, fn)
-    untraced._torchdynamo_disable = True  # type: ignore[attr-defined]
-    untraced._torchdynamo_disable_msg = None  # type: ignore[attr-defined]
-    untraced._torchdynamo_orig_callable = fn  # type: ignore[attr-defined]
-    # Its own frame is not compiled either (torch's twin lives in a file Dynamo skips).
-    skip = _eval_frame._FrameExecStrategy(
-        _eval_frame._FrameAction.SKIP, _eval_frame._FrameAction.DEFAULT
-    )
-    _eval_frame.set_code_exec_strategy(code, skip)
-    return untraced
-
-
 # What torch.compile runs in place of call/call_async, untraced: Dynamo breaks the graph at
 # the call instead of tracing into RPC internals it cannot follow (and warning about them).
-_call_eagerly = _untraced(call)
-_call_async_eagerly = _untraced(call_async)
+_call_eagerly = _compat.untraced(call)
+_call_async_eagerly = _compat.untraced(call_async)

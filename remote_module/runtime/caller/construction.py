@@ -23,10 +23,9 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed.rpc as rpc
 from torch import nn
-from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.futures import Future
 
-from remote_module import _shared
+from remote_module import _compat, _shared
 from remote_module.runtime import owner, registry
 from remote_module.runtime.caller import arguments, failover, replies
 from remote_module.runtime.caller.arguments import is_device_map_set, target
@@ -243,7 +242,7 @@ def _create(
     a late reply's RRef bookkeeping); the timeout bounds the first call instead. ``module_cls``
     and its arguments travel pickled inside the message (see ``owner.create``)."""
     try:
-        recipe, tensors = _internal_rpc_pickler.serialize((module_cls, args, kwargs))
+        recipe, tensors = _compat.rpc_serialize((module_cls, args, kwargs))
         return rpc.remote(
             placement.on, owner.create, (recipe, tensors, placement.device), timeout=0
         )
@@ -347,7 +346,7 @@ def _placement(
 ) -> tuple[Placement, bool]:
     """Where the module lives (on ``module_rref``'s owner, where there is one already), and
     whether tensors move to a non-CPU device there."""
-    if not rpc._is_current_rpc_agent_set():
+    if not _compat.rpc_started():
         raise AssertionError("RemoteModule only works in RPC.")
     on, device, off_cpu = target(remote_device)
     if module_rref is not None:

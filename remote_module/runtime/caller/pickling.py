@@ -21,10 +21,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
-import torch.distributed.rpc as rpc
-from torch.distributed.rpc.internal import _internal_rpc_pickler
 
-from remote_module import _shared
+from remote_module import _compat, _shared
 from remote_module.runtime import owner, registry
 from remote_module.runtime.caller import pending
 from remote_module.runtime.caller.construction import (
@@ -64,7 +62,7 @@ def reduce_remote_module(remote_module: Any) -> tuple[Any, tuple[Any, ...]]:
     )
     values = {name: getattr(remote_module, name) for name in PICKLED_ATTRIBUTES}
     values["generated_methods"] = spec
-    values["module_rref"] = remote_module.module_rref._serialize()
+    values["module_rref"] = _compat.serialize_rref(remote_module.module_rref)
     options = options_set(remote_module)  # only where set
     plan = remote_module._rm_record.failover  # with standbys: who can take over, and how
     sent_plan = None if plan is None else plan.sent()
@@ -79,7 +77,7 @@ def _rebuild(cls_name: tuple[str, str], *values: Any) -> Any:
     cls = getattr(registry.import_generated(cls_name[0]), cls_name[1])
     attributes = dict(zip(PICKLED_ATTRIBUTES, sent, strict=True))
     spec = attributes.pop("generated_methods")
-    module_rref = rpc.PyRRef._deserialize(attributes.pop("module_rref"))
+    module_rref = _compat.deserialize_rref(attributes.pop("module_rref"))
     # A wire dtype that travelled needs the wire twins here too (their schema to send calls).
     module_name, interface_cls, move_tensors = spec
     wired = "wire_dtype" in options
@@ -106,6 +104,4 @@ def register(cls: type, reducer: Callable[[Any], tuple[Any, tuple[Any, ...]]]) -
     on every message, and a typed class defined while another thread pickled (a generated
     module loading on an owner) raised "dictionary changed size during iteration" there."""
     with _registering:
-        table = _internal_rpc_pickler._class_reducer_dict
-        if cls not in table:
-            _internal_rpc_pickler._class_reducer_dict = {**table, cls: reducer}
+        _compat.register_rpc_reducer(cls, reducer)

@@ -30,11 +30,10 @@ from typing import Any
 import torch
 import torch.distributed.rpc as rpc
 from torch import nn
-from torch.distributed.rpc.internal import _internal_rpc_pickler
 from torch.futures import Future
 from torch.nn.parameter import Parameter
 
-from remote_module import _shared
+from remote_module import _compat, _shared
 from remote_module.runtime import registry, values
 from remote_module.runtime.errors import CreationFailure, RemoteFailure, creation_failure, short
 from remote_module.runtime.owner import checkpoints, table
@@ -85,7 +84,7 @@ def create(recipe: bytes, tensors: list[torch.Tensor], device: str) -> nn.Module
     owner (``module_cls``'s module, say) then fails the creation, which the module's RRef
     holds and the first call reports at once. Unpickled with the message, it would fail
     before torch made the RRef's owner side, and every call would wait out its timeout."""
-    unpickled = _internal_rpc_pickler.deserialize(recipe, tensors)
+    unpickled = _compat.rpc_deserialize(recipe, tensors)
     if isinstance(unpickled, BaseException):  # torch's pickler returns a missing name's error
         raise unpickled
     module_cls, args, kwargs = unpickled

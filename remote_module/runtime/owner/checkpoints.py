@@ -24,6 +24,7 @@ import torch
 import torch.distributed.rpc as rpc
 from torch import nn
 
+from remote_module import _compat
 from remote_module.runtime import registry
 from remote_module.runtime.errors import CreationFailure, creation_failure
 from remote_module.runtime.owner.creation import create_module, owned_rref
@@ -57,8 +58,8 @@ def count(owned: Owned, module: Any, calls: int = 1) -> Snapshot | None:
         due = every is not None and owned.calls // every > before // every and not owned.retired
     if not due:
         return None
-    if isinstance(module, torch._C.ScriptModule):
-        module = torch.jit._recursive.wrap_cpp_module(module)
+    if _compat.is_cpp_script_module(module):
+        module = _compat.wrap_cpp_module(module)
     return snapshot(module)
 
 

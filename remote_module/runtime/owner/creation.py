@@ -21,7 +21,7 @@ import torch
 import torch.distributed.rpc as rpc
 from torch import nn
 
-from remote_module import _torchscript
+from remote_module import _compat, _torchscript
 
 __all__ = ["create_module", "local_module", "owned_rref"]
 
@@ -66,6 +66,6 @@ def local_module(module_rref: rpc.RRef[Any]) -> nn.Module:
     """The module an RRef owns here; an interface-typed RRef yields the bare C++ script module,
     which gets its Python wrapper back (``train``, ``state_dict``, ``parameters``)."""
     module = module_rref.local_value()
-    if isinstance(module, torch._C.ScriptModule):
-        return torch.jit._recursive.wrap_cpp_module(module)
+    if _compat.is_cpp_script_module(module):
+        return _compat.wrap_cpp_module(module)
     return module

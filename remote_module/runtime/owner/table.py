@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 import torch.distributed.rpc as rpc
 
+from remote_module import _compat
 from remote_module.runtime.owner.state import STATE, Owned
 
 __all__ = ["Keeper", "file", "file_keyed", "keyed_module", "module_for"]
@@ -38,7 +38,7 @@ __all__ = ["Keeper", "file", "file_keyed", "keyed_module", "module_for"]
 
 def file(module: Any) -> int | None:
     """File an eager module under a new key, held weakly; None where it cannot be."""
-    if isinstance(module, torch._C.ScriptModule):
+    if _compat.is_cpp_script_module(module):
         return None  # a new wrapper on every access: nothing here lives as long as the RRef
     key = next(STATE.keys)
     try:
