@@ -128,10 +128,13 @@ def test_golden_remote_functions_script(interface: str, golden_modules: dict[str
     assert [fn.__name__ for fn in remote_functions] == [api.remote_name(m) for m in model.methods]
     for method in model.methods:
         fn = torch.jit.script(getattr(module, api.remote_name(method)))
+        # The remote function and its keyed twin share one body, which gets the module.
+        body = torch.jit.script(getattr(module, f"_rm_run_{method.name}"))
+        assert f"._rm_run_{method.name}\n" in fn.code
         # Tensors move through the generated movers (a tensor alone through the contract's
-        # ``move_tensor``); ``.code`` calls exactly the movers this method's types need, and
-        # the inlined graph holds the ``aten::to`` they do.
-        code = fn.code
+        # ``move_tensor``); the body's ``.code`` calls exactly the movers this method's types
+        # need, and the remote function's inlined graph holds the ``aten::to`` they do.
+        code = body.code
         called = set(re.findall(r"\b_rm_move_\w+\b", code))
         if "remote_module._shared.move_tensor" in code:
             called.add("_rm.move_tensor")

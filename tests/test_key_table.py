@@ -18,10 +18,10 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 from torch import Tensor, nn
 
-from remote_module import RemoteModule
+from remote_module import RemoteModule, _compat
 from remote_module import _non_scriptable as non_scriptable
 from remote_module.runtime import contract, errors, owner
-from remote_module.runtime.caller import calls
+from remote_module.runtime.caller import route
 from tests.scorer.model import Scorer, ScorerProtocol
 from tests.support import key_table_helpers as helpers
 from tests.support import runtime_helpers
@@ -39,13 +39,13 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, tuple[Any, ...]]]:
     above: it binds torch's own rpc_async for TorchScript before the spy replaces it.)"""
     assert contract.rpc_async.__name__ == "rpc_async"
     seen: list[tuple[Any, tuple[Any, ...]]] = []
-    rpc_async = calls.rpc.rpc_async
+    rpc_async = route.rpc.rpc_async
 
     def spy(to: Any, func: Any, args: tuple[Any, ...], *rest: Any, **kwargs: Any) -> Any:
         seen.append((func, args))
         return rpc_async(to, func, args, *rest, **kwargs)
 
-    monkeypatch.setattr(calls.rpc, "rpc_async", spy)
+    monkeypatch.setattr(route.rpc, "rpc_async", spy)
     return seen
 
 
@@ -94,14 +94,16 @@ def test_only_the_first_call_sends_the_rref(
     second = rm(x)
     third = rm.forward_async(x).wait()
     assert len(sent) == 3
-    (first_fn, first_args), *later = sent
-    assert first_fn is owner.first_call
-    assert isinstance(first_args[1], rpc.PyRRef)
+    (first_fn, (first_call, *_)), *later = sent
+    # owner.run with one named message: the first names the module by its RRef, and asks the
+    # owner to file it under a key
+    assert first_fn is owner.run and type(first_call) is owner.Call
+    assert first_call.first and isinstance(first_call.reference, rpc.PyRRef)
     key = rm._rm_record.reference
-    for fn, args in later:
-        # owner.call, naming the generated function by its module's and its own names
-        assert fn is owner.call and args[0] == first_args[0]
-        assert args[1] == key and type(args[1]) is int
+    for fn, (call, *args) in later:
+        # the generated function by its module's and its own names, the module by its key
+        assert fn is owner.run and call.function == first_call.function
+        assert call.reference == key and type(key) is int and not call.first
         assert not any(isinstance(arg, rpc.PyRRef) for arg in args)
     if interface is None:
         torch.testing.assert_close(first, second)
@@ -192,10 +194,10 @@ def test_keyed_calls_work_under_the_profiler(
     sent.clear()
     with torch.autograd.profiler.profile():
         torch.testing.assert_close(rm(x), expected)
-    ((fn, args),) = sent
-    assert fn is owner.call
-    assert args[0] == (non_scriptable.__name__, "_remote_forward")
-    assert args[1] == rm._rm_record.reference
+    ((fn, (call, *_)),) = sent
+    assert fn is owner.run
+    assert call.function == (non_scriptable.__name__, "_remote_forward")
+    assert call.reference == rm._rm_record.reference
 
 
 # --- Scripted modules: Python calls go keyed, TorchScript keeps the RRef ----------------------
@@ -206,13 +208,13 @@ def sent_by_name(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, 
     """What each Python call of a scripted module sends: the remote function's qualified name
     and its arguments."""
     seen: list[tuple[str, tuple[Any, ...]]] = []
-    invoke = calls._invoke_rpc_torchscript
+    invoke = _compat.invoke_rpc_torchscript
 
     def spy(to: str, name: str, args: tuple[Any, ...], *rest: Any) -> Any:
         seen.append((name, args))
         return invoke(to, name, args, *rest)
 
-    monkeypatch.setattr(calls, "_invoke_rpc_torchscript", spy)
+    monkeypatch.setattr(_compat, "invoke_rpc_torchscript", spy)
     return seen
 
 

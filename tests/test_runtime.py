@@ -863,7 +863,7 @@ def nothing_sent(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(rpc, "rpc_async", refuse)
     # Compiled remote functions are sent without rpc.rpc_async's per-call bookkeeping.
-    monkeypatch.setattr(remote_module.runtime.caller.calls, "_invoke_rpc_torchscript", refuse)
+    monkeypatch.setattr(remote_module._compat, "invoke_rpc_torchscript", refuse)
     return sent
 
 

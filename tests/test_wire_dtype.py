@@ -101,11 +101,8 @@ def test_the_reply_crosses_in_the_wire_dtype(inputs: tuple[Tensor, Tensor, list[
     wired = values.cast_to_wire(inputs, torch.float16, carried)
     # What a Python call of it sends: the owner's wire call around the remote function.
     function = (generated["__name__"], "_remote_forward")
-    reply = rpc.rpc_sync(
-        "worker1",
-        owner.call_wired,
-        (rm._rm_record.reference, "cpu", False, function, torch.float16, carried, *wired),
-    )
+    call = owner.Call(function, rm._rm_record.reference, "cpu", False, False, torch.float16, None)
+    reply = rpc.rpc_sync("worker1", owner.run, (call, carried, *wired))
     (scaled, incremented, doubled, _), carried = reply
     assert scaled.dtype == torch.float16 and incremented.dtype == torch.int64
     assert [item.dtype for item in doubled] == [torch.float16] * 2

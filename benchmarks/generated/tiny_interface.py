@@ -90,14 +90,12 @@ def _remote_forward(
     _rm_is_device_map_set: bool,
     input: Tensor,
 ) -> Tensor:
-    _rm_module: TinyInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.forward(input)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.forward(_rm.move_tensor(input, _rm_target))
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm.move_tensor(_rm_result, torch.device("cpu"))
+    return _rm_run_forward(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        input,
+    )
 
 
 def _remote_forward_keyed(
@@ -106,7 +104,20 @@ def _remote_forward_keyed(
     _rm_is_device_map_set: bool,
     input: Tensor,
 ) -> Tensor:
-    _rm_module: TinyInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_forward(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        input,
+    )
+
+
+def _rm_run_forward(
+    _rm_module: TinyInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    input: Tensor,
+) -> Tensor:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(input)
     _rm_target = torch.device(_rm_device)

@@ -61,6 +61,8 @@ class MethodView:
         self.async_name = async_name(method)
         self.remote = remote_name(method)
         self.keyed = f"{self.remote}{KEYED_SUFFIX}"
+        # The scriptable family's body of both (the module found, passed in).
+        self.run = f"{INTERNAL_PREFIX}run_{method.name}"
         self.wire = f"{self.remote}{WIRE_SUFFIX}"
         self.hints = f"{INTERNAL_PREFIX}{method.name}_hints"
         self.wire_result = f"{INTERNAL_PREFIX}{method.name}_wire_result"
@@ -182,6 +184,17 @@ class MethodView:
     def keyed_params(self) -> tuple[str, ...]:
         """The keyed twin's: the module's key in place of its RRef."""
         return (f"{INTERNAL_PREFIX}module_key: int", *self.remote_params[1:])
+
+    @property
+    def run_params(self) -> tuple[str, ...]:
+        """The body's (scriptable family): the module itself in place of its RRef."""
+        module = f"{INTERNAL_PREFIX}module: {self._interface.name}"
+        return (module, *self.remote_params[1:])
+
+    def run_call(self, module: str) -> Expr:
+        """The body called with ``module`` (how the remote function or its twin found it)."""
+        rest = (name for name, _ in self._view.prefix[1:])
+        return Expr(self.run, (module, *rest, *self.arguments))
 
     @property
     def wire_params(self) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """Values on their way to and from the owner: the walkers that rebuild them with their tensors
 moved or cast (where no types are known; generated walkers do the same from the types), a
-``wire_dtype``'s casts on both sides (:func:`call_wired` runs a call of one on the owner), and
+``wire_dtype``'s casts on both sides (``owner.run`` runs a call of one on the owner), and
 the caller-side argument checks of RemoteModules built with an interface (typeguard)."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def to_wire(
     wire_dtype: torch.dtype, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None
 ) -> tuple[list[torch.Tensor], tuple[Any, ...], Mapping[str, Any] | None]:
     """A Python call of a RemoteModule with a ``wire_dtype``, as it is sent (the owner's
-    ``call_wired`` runs it): the arguments' floating tensors cast to ``wire_dtype``; returns
+    ``owner.run`` runs it): the arguments' floating tensors cast to ``wire_dtype``; returns
     each one's own dtype (carried beside them), the arguments and the keyword arguments.
     Every Python call takes this way, whatever the family: the generated code has no wire
     half of its own outside TorchScript (scripted callers run the generated casters)."""
@@ -88,7 +88,7 @@ def to_wire(
 
 
 def from_wire(reply: tuple[Any, list[torch.Tensor]]) -> Any:
-    """The result of a call with a ``wire_dtype`` (the owner's ``call_wired`` reply: the
+    """The result of a call with a ``wire_dtype`` (the owner's ``run`` reply: the
     result and the dtypes it carries), cast back."""
     result, carried = reply
     return restore_from_wire(result, carried)

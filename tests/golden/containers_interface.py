@@ -284,21 +284,17 @@ def _remote_forward(
     maybe: Tensor | None,
     count: int | None,
 ) -> Stats:
-    _rm_module: ContainersInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.forward(x, many, table, pair, maybe, count)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.forward(
-        _rm.move_tensor(x, _rm_target),
-        _rm_move_list_Tensor(many, _rm_target),
-        _rm_move_dict_str_Tensor(table, _rm_target),
-        _rm_move_tuple_Tensor_int(pair, _rm_target),
-        _rm_move_Tensor_or_None(maybe, _rm_target),
+    return _rm_run_forward(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        many,
+        table,
+        pair,
+        maybe,
         count,
     )
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_Stats(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_keyed(
@@ -312,7 +308,30 @@ def _remote_forward_keyed(
     maybe: Tensor | None,
     count: int | None,
 ) -> Stats:
-    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_forward(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        many,
+        table,
+        pair,
+        maybe,
+        count,
+    )
+
+
+def _rm_run_forward(
+    _rm_module: ContainersInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    many: list[Tensor],
+    table: dict[str, Tensor],
+    pair: tuple[Tensor, int],
+    maybe: Tensor | None,
+    count: int | None,
+) -> Stats:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, many, table, pair, maybe, count)
     _rm_target = torch.device(_rm_device)
@@ -369,8 +388,13 @@ def _remote_boxed(
     box: Box,
     tag: str,
 ) -> Box:
-    _rm_module: ContainersInterface = _rm_rref.local_value()
-    return _rm_module.boxed(box, tag)
+    return _rm_run_boxed(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        box,
+        tag,
+    )
 
 
 def _remote_boxed_keyed(
@@ -380,7 +404,22 @@ def _remote_boxed_keyed(
     box: Box,
     tag: str,
 ) -> Box:
-    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_boxed(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        box,
+        tag,
+    )
+
+
+def _rm_run_boxed(
+    _rm_module: ContainersInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    box: Box,
+    tag: str,
+) -> Box:
     return _rm_module.boxed(box, tag)
 
 
@@ -391,17 +430,13 @@ def _remote_nested(
     batches: list[dict[str, Tensor]],
     keys: list[str],
 ) -> tuple[list[Tensor], Stats]:
-    _rm_module: ContainersInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.nested(batches, keys)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.nested(
-        _rm_move_list_dict_str_Tensor(batches, _rm_target),
+    return _rm_run_nested(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        batches,
         keys,
     )
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_tuple_list_Tensor_Stats(_rm_result, torch.device("cpu"))
 
 
 def _remote_nested_keyed(
@@ -411,7 +446,22 @@ def _remote_nested_keyed(
     batches: list[dict[str, Tensor]],
     keys: list[str],
 ) -> tuple[list[Tensor], Stats]:
-    _rm_module: ContainersInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_nested(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        batches,
+        keys,
+    )
+
+
+def _rm_run_nested(
+    _rm_module: ContainersInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    batches: list[dict[str, Tensor]],
+    keys: list[str],
+) -> tuple[list[Tensor], Stats]:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.nested(batches, keys)
     _rm_target = torch.device(_rm_device)

@@ -236,14 +236,14 @@ def _remote_forward(
     scale: float,
     label: str,
 ) -> Tensor:
-    _rm_module: MultiMethodInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.forward(x, scale, label)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale, label)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm.move_tensor(_rm_result, torch.device("cpu"))
+    return _rm_run_forward(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+        label,
+    )
 
 
 def _remote_forward_keyed(
@@ -254,7 +254,24 @@ def _remote_forward_keyed(
     scale: float,
     label: str,
 ) -> Tensor:
-    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_forward(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+        label,
+    )
+
+
+def _rm_run_forward(
+    _rm_module: MultiMethodInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+    label: str,
+) -> Tensor:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, scale, label)
     _rm_target = torch.device(_rm_device)
@@ -292,8 +309,7 @@ def _remote_step_count(
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> int:
-    _rm_module: MultiMethodInterface = _rm_rref.local_value()
-    return _rm_module.step_count()
+    return _rm_run_step_count(_rm_rref.local_value(), _rm_device, _rm_is_device_map_set)
 
 
 def _remote_step_count_keyed(
@@ -301,7 +317,18 @@ def _remote_step_count_keyed(
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> int:
-    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_step_count(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+    )
+
+
+def _rm_run_step_count(
+    _rm_module: MultiMethodInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> int:
     return _rm_module.step_count()
 
 
@@ -313,8 +340,14 @@ def _remote_describe(
     times: int,
     flags: tuple[bool, int],
 ) -> str:
-    _rm_module: MultiMethodInterface = _rm_rref.local_value()
-    return _rm_module.describe(prefix, times, flags)
+    return _rm_run_describe(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        prefix,
+        times,
+        flags,
+    )
 
 
 def _remote_describe_keyed(
@@ -325,7 +358,24 @@ def _remote_describe_keyed(
     times: int,
     flags: tuple[bool, int],
 ) -> str:
-    _rm_module: MultiMethodInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_describe(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        prefix,
+        times,
+        flags,
+    )
+
+
+def _rm_run_describe(
+    _rm_module: MultiMethodInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    prefix: str,
+    times: int,
+    flags: tuple[bool, int],
+) -> str:
     return _rm_module.describe(prefix, times, flags)
 
 

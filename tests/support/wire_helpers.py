@@ -121,12 +121,13 @@ def spy_on_sends(monkeypatch: Any) -> list[tuple[Any, ...]]:
     """The argument tuples every call sends from now on, by either send path (a test's
     ``monkeypatch`` undoes the spies). ``contract`` binds torch's own rpc_async for
     TorchScript before the spy replaces the Python one."""
+    from remote_module import _compat
     from remote_module.runtime import contract
-    from remote_module.runtime.caller import calls
+    from remote_module.runtime.caller import route
 
     assert contract.rpc_async.__name__ == "rpc_async"
     seen: list[tuple[Any, ...]] = []
-    rpc_async, invoke = calls.rpc.rpc_async, calls._invoke_rpc_torchscript
+    rpc_async, invoke = route.rpc.rpc_async, _compat.invoke_rpc_torchscript
 
     def spy_python(to: Any, func: Any, args: tuple[Any, ...], *rest: Any, **kwargs: Any) -> Any:
         seen.append(args)
@@ -136,8 +137,8 @@ def spy_on_sends(monkeypatch: Any) -> list[tuple[Any, ...]]:
         seen.append(args)
         return invoke(to, name, args, *rest)
 
-    monkeypatch.setattr(calls.rpc, "rpc_async", spy_python)
-    monkeypatch.setattr(calls, "_invoke_rpc_torchscript", spy_script)
+    monkeypatch.setattr(route.rpc, "rpc_async", spy_python)
+    monkeypatch.setattr(_compat, "invoke_rpc_torchscript", spy_script)
     return seen
 
 

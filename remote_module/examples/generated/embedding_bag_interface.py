@@ -147,17 +147,13 @@ def _remote_forward(
     indices: Tensor,
     offsets: Tensor,
 ) -> Tensor:
-    _rm_module: EmbeddingBagInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.forward(indices, offsets)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.forward(
-        _rm.move_tensor(indices, _rm_target),
-        _rm.move_tensor(offsets, _rm_target),
+    return _rm_run_forward(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        indices,
+        offsets,
     )
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm.move_tensor(_rm_result, torch.device("cpu"))
 
 
 def _remote_forward_keyed(
@@ -167,7 +163,22 @@ def _remote_forward_keyed(
     indices: Tensor,
     offsets: Tensor,
 ) -> Tensor:
-    _rm_module: EmbeddingBagInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_forward(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        indices,
+        offsets,
+    )
+
+
+def _rm_run_forward(
+    _rm_module: EmbeddingBagInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    indices: Tensor,
+    offsets: Tensor,
+) -> Tensor:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(indices, offsets)
     _rm_target = torch.device(_rm_device)
@@ -207,8 +218,11 @@ def _remote_weight_norm(
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> float:
-    _rm_module: EmbeddingBagInterface = _rm_rref.local_value()
-    return _rm_module.weight_norm()
+    return _rm_run_weight_norm(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+    )
 
 
 def _remote_weight_norm_keyed(
@@ -216,7 +230,18 @@ def _remote_weight_norm_keyed(
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> float:
-    _rm_module: EmbeddingBagInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_weight_norm(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+    )
+
+
+def _rm_run_weight_norm(
+    _rm_module: EmbeddingBagInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> float:
     return _rm_module.weight_norm()
 
 

@@ -129,14 +129,13 @@ def _remote_forward(
     x: Tensor,
     scale: float,
 ) -> Scored:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.forward(x, scale)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_Scored(_rm_result, torch.device("cpu"))
+    return _rm_run_forward(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+    )
 
 
 def _remote_forward_keyed(
@@ -146,7 +145,22 @@ def _remote_forward_keyed(
     x: Tensor,
     scale: float,
 ) -> Scored:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_forward(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+    )
+
+
+def _rm_run_forward(
+    _rm_module: ScorerInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+) -> Scored:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, scale)
     _rm_target = torch.device(_rm_device)
@@ -176,8 +190,7 @@ def _remote_stats(
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> dict[str, float]:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
-    return _rm_module.stats()
+    return _rm_run_stats(_rm_rref.local_value(), _rm_device, _rm_is_device_map_set)
 
 
 def _remote_stats_keyed(
@@ -185,7 +198,18 @@ def _remote_stats_keyed(
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> dict[str, float]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_stats(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+    )
+
+
+def _rm_run_stats(
+    _rm_module: ScorerInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> dict[str, float]:
     return _rm_module.stats()
 
 

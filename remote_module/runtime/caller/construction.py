@@ -27,7 +27,7 @@ from torch.futures import Future
 
 from remote_module import _compat, _shared
 from remote_module.runtime import owner, registry
-from remote_module.runtime.caller import arguments, failover, replies
+from remote_module.runtime.caller import arguments, failover, replies, route
 from remote_module.runtime.caller.arguments import is_device_map_set, target
 from remote_module.runtime.caller.record import Creation, Plan, Record
 from remote_module.runtime.errors import failure
@@ -126,6 +126,8 @@ def initialise(
         )
     remote_module._rm_record = record if record is not None else Record(generated)
     _check_attributes(remote_module, methods)
+    if module_rref is not None:  # else once the construction's reply is taken (pending)
+        route.choose(remote_module)
 
 
 def complete(remote_module: Any) -> None:

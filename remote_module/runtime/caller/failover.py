@@ -41,7 +41,7 @@ import torch.distributed.rpc as rpc
 from torch.futures import Future
 
 from remote_module.runtime import owner
-from remote_module.runtime.caller import keys
+from remote_module.runtime.caller import keys, route
 from remote_module.runtime.caller.arguments import is_device_map_set, target, worker_info
 from remote_module.runtime.caller.record import Plan, Promotion, Record
 from remote_module.runtime.caller.replies import wait_returning_rrefs
@@ -232,6 +232,7 @@ def _move(remote_module: Any, plan: Plan, at: int, module_rref: Any) -> None:
     keys.forget(record)
     record.pending = None  # the standby loaded the generated module before it replied
     record.ticket = tuple(plan.ticket) if plan.every is not None else None
+    route.choose(remote_module)  # to the new owner, with no key there yet
 
 
 def _failover_error(method: str, promotion: Promotion) -> OwnerFailover:

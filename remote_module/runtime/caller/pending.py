@@ -25,7 +25,7 @@ import torch.distributed.rpc as rpc
 
 from remote_module import _shared
 from remote_module.runtime import owner
-from remote_module.runtime.caller import failover
+from remote_module.runtime.caller import failover, route
 from remote_module.runtime.caller.record import Creation, Record
 from remote_module.runtime.caller.replies import wait_returning_rrefs
 from remote_module.runtime.errors import CreationFailure, creation_error, failure, owner_gone
@@ -83,6 +83,7 @@ def _settle(remote_module: Any, record: Record, creation: Creation) -> BaseExcep
     if isinstance(reply, CreationFailure):
         return creation_error(reply, creation.creator, remote_module.on)
     remote_module.__dict__["module_rref"] = reply
+    route.choose(remote_module)  # its calls' route, now that the RRef is known
     record.creation = None
     return None
 

@@ -13,6 +13,9 @@ RemoteModule (not in its ``__dict__``, which TorchScript walks and torch's tests
   ``remote_module.runtime.caller.pending``);
 - ``reference``, ``keeper``, ``filing``: the module's key in the owner's table and what keeps
   it there (see ``remote_module.runtime.caller.keys``);
+- ``route``: how its calls reach the owner now, chosen from the fields above whenever one of
+  them changes (see ``remote_module.runtime.caller.route``); None until the module's RRef is
+  known;
 - ``failover``: with standbys, its failover plan (which seat owns it now, who can take over,
   how to build it there), and ``ticket``, what a call tells the owner when it counts calls
   for ``checkpoint_every`` (see ``remote_module.runtime.caller.failover``).
@@ -50,6 +53,7 @@ class Record:
         "keeper",
         "pending",
         "reference",
+        "route",
         "ticket",
         "type_name",
     )
@@ -75,6 +79,8 @@ class Record:
         self.keeper: Any = None
         # The request to file a scripted module for keyed calls, in flight.
         self.filing: Future[Any] | None = None
+        # How calls reach the owner now (runtime.caller.route); None until the RRef is known.
+        self.route: Any = None
         # Standbys: the failover plan; with checkpoint_every, the owner counts calls by ticket.
         self.failover = failover
         # (a plain tuple: it travels with every counted call)

@@ -2,7 +2,7 @@
 
 Every function a message names is defined in this module, and no message names anything of
 ours before it: generated remote functions travel as their module's and their own names
-(:func:`call` finds them), a RemoteModule sent over RPC travels as :func:`receive` and its
+(:func:`run` finds them), a RemoteModule sent over RPC travels as :func:`receive` and its
 state. A process that first meets remote_module through messages (an owner started with
 plain ``init_rpc``, a worker that first receives a RemoteModule) therefore imports it through
 this module alone: importing it imports its parents first, and ``remote_module``'s
@@ -14,7 +14,7 @@ how Python hands out half-initialised modules.
 What the owner keeps lives in :data:`remote_module.runtime.owner.state.STATE`; the key table
 is ``table``, checkpoints and the standby's store ``checkpoints``, module creation
 ``creation``. Calls counted for ``checkpoint_every`` are counted by
-``checkpoints.count``, from :func:`counted`, :func:`keyed_module` and
+``checkpoints.count``, from :func:`run`, :func:`keyed_module` and
 :func:`counted_elsewhere`, and their checkpoints sent from here.
 """
 
@@ -25,7 +25,7 @@ import io
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed.rpc as rpc
@@ -41,16 +41,13 @@ from remote_module.runtime.owner.creation import create_module, local_module, ow
 from remote_module.runtime.owner.state import Owned, Recipe, Seat
 
 __all__ = [
+    "Call",
     "FirstReply",
-    "call",
-    "call_wired",
-    "counted",
     "counted_elsewhere",
     "create",
     "create_with_interface",
     "cut_checkpoint",
     "file_keyed",
-    "first_call",
     "keep_checkpoint",
     "keyed_module",
     "load_generated",
@@ -61,13 +58,14 @@ __all__ = [
     "receive",
     "request",
     "retire",
+    "run",
     "state_dict",
     "train",
     "type_name",
 ]
 
-# The reply to a RemoteModule's first eager call: the result and the module's key in the
-# table (None when it has none), or why the module could not be created.
+# The reply to a RemoteModule's first call (Call.first): the result and the module's key in
+# the table (None when it has none), or why the module could not be created.
 FirstReply = tuple[Any, int | None] | CreationFailure
 
 # A remote function as a message names it: (generated module, function), or one of ours here.
@@ -121,73 +119,61 @@ def load_generated(
 # --- Calls ---------------------------------------------------------------------------------------
 
 
-def call(function: RemoteFunction, *prefix_and_args: Any, **kwargs: Any) -> Any:
-    """A call of an eager RemoteModule's method: the remote function (found by its module's
-    and its own names) with the call prefix (the module's key) and the call's arguments."""
-    return _function(function)(*prefix_and_args, **kwargs)
+class Call(NamedTuple):
+    """A call of a RemoteModule's method as its owner reads it (the one message every Python
+    call sends, followed by the call's arguments): which generated function runs, on which
+    module, and what to do around it. Its caller's route builds it once per method
+    (``remote_module.runtime.caller.route``)."""
+
+    function: tuple[str, str]  # the remote function: its generated module's and its own names
+    reference: Any  # the module: its key in the table, or its RRef
+    device: str
+    is_device_map_set: bool
+    first: bool  # a first call: file the module under a new key, reply (result, key)
+    wire_dtype: torch.dtype | None  # the arguments arrive cast (what restores them first)
+    ticket: tuple[Any, ...] | None  # counted for checkpoint_every (a Ticket as a tuple)
 
 
-def first_call(
-    function: RemoteFunction, module_rref: rpc.RRef[Any], *rest: Any, **kwargs: Any
-) -> FirstReply:
-    """A RemoteModule's first eager call: file the module under a new key (``table.file``),
-    then call ``function`` as later calls will, with that key (``rest``: the call prefix after
-    the RRef, then the call's own arguments)."""
-    try:
-        module = module_rref.local_value()
-    except Exception as error:  # the creation failed; the RRef holds its remote error
-        return creation_failure(error)
-    key = table.file(module)
-    reference: Any = module_rref if key is None else key
-    return _function(function)(reference, *rest, **kwargs), key
+def run(call: Call, *args: Any, **kwargs: Any) -> Any:
+    """Run ``call`` with the call's own arguments: on a first call, file the module under a
+    new key (``table.file``; a C++ scripted module keeps its RRef) and reply with it; with a
+    wire dtype, restore the arguments (``values.restore_from_wire``, ``args[0]`` says how) and
+    cast the result (the reply: the result and what restores it); with a ticket, count the
+    call and start a checkpoint in the background after every N-th (the reply does not wait)."""
+    reference = call.reference
+    key = None
+    if call.first:
+        try:
+            module = reference.local_value()
+        except Exception as error:  # the creation failed; the RRef holds its remote error
+            return creation_failure(error)
+        key = table.file(module)
+        if key is not None:
+            reference = key
+    remote_fn = _function(call.function)
+    wire_dtype = call.wire_dtype
+    if wire_dtype is not None:
+        carried, *rest = args
+        args = values.restore_from_wire(tuple(rest), carried)
+        if kwargs:
+            kwargs = values.restore_from_wire(kwargs, carried)
+    result = remote_fn(reference, call.device, call.is_device_map_set, *args, **kwargs)
+    if wire_dtype is not None:
+        back: list[torch.Tensor] = []
+        named = not _in_script_family(remote_fn)
+        result = (values.cast_to_wire(result, wire_dtype, back, named), back)
+    if call.ticket is not None:
+        _count(reference, call.ticket)
+    return (result, key) if call.first else result
 
 
-def call_wired(
-    reference: Any,
-    device: str,
-    is_device_map_set: bool,
-    function: RemoteFunction,
-    wire_dtype: torch.dtype,
-    carried: list[torch.Tensor],
-    *args: Any,
-    **kwargs: Any,
-) -> tuple[Any, list[torch.Tensor]]:
-    """A Python call of a RemoteModule with a ``wire_dtype``, in place of its remote function
-    and with the same call prefix: the arguments' floating tensors back to the dtypes in
-    ``carried``, the function run, the result's floating tensors cast to ``wire_dtype``; the
-    reply is the result and the dtypes it carries. A scripted module returns NamedTuples in
-    TorchScript's rendering, which cannot be pickled: they go back as plain tuples, which the
-    generated method decodes as it does a TorchScript reply."""
-    remote_fn = _function(function)
-    args = values.restore_from_wire(args, carried)
-    if kwargs:
-        kwargs = values.restore_from_wire(kwargs, carried)
-    result = remote_fn(reference, device, is_device_map_set, *args, **kwargs)
-    back: list[torch.Tensor] = []
-    named = not _in_script_family(remote_fn)
-    return values.cast_to_wire(result, wire_dtype, back, named), back
-
-
-def counted(
-    reference: Any,
-    device: str,
-    is_device_map_set: bool,
-    ticket: tuple[Any, ...],
-    function: RemoteFunction,
-    *args: Any,
-    **kwargs: Any,
-) -> Any:
-    """A call of a RemoteModule with ``checkpoint_every``, in place of its remote function and
-    with the same call prefix: run it, count it, and after every N-th call start a checkpoint
-    in the background (the reply does not wait)."""
-    result = _function(function)(reference, device, is_device_map_set, *args, **kwargs)
+def _count(reference: Any, ticket: tuple[Any, ...]) -> None:
     if type(reference) is int:
         module = table.module_for(reference)  # an eager module's key (never a scripted one's)
     else:
         module = local_module(reference)
     owned = checkpoints.owned_for(ticket)
     _send_if_due(owned, checkpoints.count(owned, module))
-    return result
 
 
 def file_keyed(
@@ -273,7 +259,7 @@ def type_name(module_rref: rpc.RRef[Any]) -> str:
 
 def counted_elsewhere(module_rref: rpc.RRef[Any], ticket: tuple[Any, ...], calls: int) -> None:
     """``calls`` calls that a scripted holder sent from TorchScript, counted there and told
-    here every N-th: counted as :func:`counted` counts one."""
+    here every N-th: counted as :func:`run` counts one."""
     owned = checkpoints.owned_for(ticket)
     _send_if_due(owned, checkpoints.count(owned, local_module(module_rref), calls))
 

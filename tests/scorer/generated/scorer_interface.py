@@ -349,14 +349,13 @@ def _remote_forward(
     x: Tensor,
     scale: float,
 ) -> Scored:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.forward(x, scale)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.forward(_rm.move_tensor(x, _rm_target), scale)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_Scored(_rm_result, torch.device("cpu"))
+    return _rm_run_forward(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+    )
 
 
 def _remote_forward_keyed(
@@ -366,7 +365,22 @@ def _remote_forward_keyed(
     x: Tensor,
     scale: float,
 ) -> Scored:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_forward(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        scale,
+    )
+
+
+def _rm_run_forward(
+    _rm_module: ScorerInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    scale: float,
+) -> Scored:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.forward(x, scale)
     _rm_target = torch.device(_rm_device)
@@ -396,8 +410,7 @@ def _remote_stats(
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> dict[str, float]:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
-    return _rm_module.stats()
+    return _rm_run_stats(_rm_rref.local_value(), _rm_device, _rm_is_device_map_set)
 
 
 def _remote_stats_keyed(
@@ -405,7 +418,18 @@ def _remote_stats_keyed(
     _rm_device: str,
     _rm_is_device_map_set: bool,
 ) -> dict[str, float]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_stats(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+    )
+
+
+def _rm_run_stats(
+    _rm_module: ScorerInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+) -> dict[str, float]:
     return _rm_module.stats()
 
 
@@ -416,14 +440,7 @@ def _remote_top(
     x: Tensor,
     k: int,
 ) -> list[Scored]:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.top(x, k)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.top(_rm.move_tensor(x, _rm_target), k)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_list_Scored(_rm_result, torch.device("cpu"))
+    return _rm_run_top(_rm_rref.local_value(), _rm_device, _rm_is_device_map_set, x, k)
 
 
 def _remote_top_keyed(
@@ -433,7 +450,22 @@ def _remote_top_keyed(
     x: Tensor,
     k: int,
 ) -> list[Scored]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_top(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        k,
+    )
+
+
+def _rm_run_top(
+    _rm_module: ScorerInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    k: int,
+) -> list[Scored]:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.top(x, k)
     _rm_target = torch.device(_rm_device)
@@ -465,14 +497,13 @@ def _remote_best(
     x: Tensor,
     threshold: float | None,
 ) -> Scored | None:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.best(x, threshold)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.best(_rm.move_tensor(x, _rm_target), threshold)
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_Scored_or_None(_rm_result, torch.device("cpu"))
+    return _rm_run_best(
+        _rm_rref.local_value(),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        threshold,
+    )
 
 
 def _remote_best_keyed(
@@ -482,7 +513,22 @@ def _remote_best_keyed(
     x: Tensor,
     threshold: float | None,
 ) -> Scored | None:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_best(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+        threshold,
+    )
+
+
+def _rm_run_best(
+    _rm_module: ScorerInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+    threshold: float | None,
+) -> Scored | None:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.best(x, threshold)
     _rm_target = torch.device(_rm_device)
@@ -513,14 +559,7 @@ def _remote_table(
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> dict[str, Scored]:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.table(x)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.table(_rm.move_tensor(x, _rm_target))
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_dict_str_Scored(_rm_result, torch.device("cpu"))
+    return _rm_run_table(_rm_rref.local_value(), _rm_device, _rm_is_device_map_set, x)
 
 
 def _remote_table_keyed(
@@ -529,7 +568,20 @@ def _remote_table_keyed(
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> dict[str, Scored]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_table(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+    )
+
+
+def _rm_run_table(
+    _rm_module: ScorerInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> dict[str, Scored]:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.table(x)
     _rm_target = torch.device(_rm_device)
@@ -559,14 +611,7 @@ def _remote_pair(
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> tuple[Scored, Tensor]:
-    _rm_module: ScorerInterface = _rm_rref.local_value()
-    if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
-        return _rm_module.pair(x)
-    _rm_target = torch.device(_rm_device)
-    _rm_result = _rm_module.pair(_rm.move_tensor(x, _rm_target))
-    if _rm_is_device_map_set:
-        return _rm_result
-    return _rm_move_tuple_Scored_Tensor(_rm_result, torch.device("cpu"))
+    return _rm_run_pair(_rm_rref.local_value(), _rm_device, _rm_is_device_map_set, x)
 
 
 def _remote_pair_keyed(
@@ -575,7 +620,20 @@ def _remote_pair_keyed(
     _rm_is_device_map_set: bool,
     x: Tensor,
 ) -> tuple[Scored, Tensor]:
-    _rm_module: ScorerInterface = _rm_module_for_key(_rm_module_key)
+    return _rm_run_pair(
+        _rm_module_for_key(_rm_module_key),
+        _rm_device,
+        _rm_is_device_map_set,
+        x,
+    )
+
+
+def _rm_run_pair(
+    _rm_module: ScorerInterface,
+    _rm_device: str,
+    _rm_is_device_map_set: bool,
+    x: Tensor,
+) -> tuple[Scored, Tensor]:
     if _rm_device == "cpu" or torch.device(_rm_device).type == "cpu":
         return _rm_module.pair(x)
     _rm_target = torch.device(_rm_device)
