@@ -8,6 +8,7 @@ exported methods, so ``torch.jit.script`` compiles a RemoteModule built with an 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -302,6 +303,8 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
     # ... while direct calls that cannot work remotely say so.
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        if refused.walked_by_torch(sys._getframe(1)):  # a leaf to torch's tracers
+            return iter(())
         refused.raise_not_supported("parameters", ". Please use ``remote_parameters`` instead.")
 
     def _on_owner(self, method: str, fn: Callable[..., Any], *args: Any) -> Any:

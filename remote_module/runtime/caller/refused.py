@@ -2,10 +2,14 @@
 module's local state raise ``ValueError("Method ``<name>`` not supported for RemoteModule")``
 (upstream's text) and are left out of ``dir()`` (:class:`RemoteModuleType`, its metaclass,
 lists what a RemoteModule has); a parent module's traversal (``named_modules``,
-``state_dict`` into a destination) sees a leaf with no local state."""
+``state_dict`` into a destination) sees a leaf with no local state, and so do torch's own
+walks while it compiles or exports a model (:func:`walked_by_torch`: Dynamo wraps every
+module with ``parameters()`` and ``buffers()`` before torch 2.8; ``torch.export`` calls
+``named_children()`` on every child)."""
 
 from __future__ import annotations
 
+import sys
 import types
 import weakref
 from collections.abc import Iterator
@@ -91,7 +95,10 @@ class Refused:
         # Bound on an instance, as a function is: torch (Dynamo) reads ``__func__``.
         return self if instance is None else types.MethodType(self, instance)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaf_walk = _LEAF_WALKS.get(self.__name__)
+        if leaf_walk is not None and walked_by_torch(sys._getframe(1)):
+            return leaf_walk(args[0])
         raise_not_supported(self.__name__)
 
     def __repr__(self) -> str:
@@ -104,6 +111,35 @@ def install(cls: type[nn.Module]) -> None:
     for name in UNSUPPORTED_METHODS:
         setattr(cls, name, Refused(name))
     cls.parameters._rm_unsupported = True  # type: ignore[attr-defined]
+
+
+# What a leaf with no local state answers torch's walks with (``modules``: itself alone).
+_LEAF_WALKS: dict[str, Any] = {
+    "named_parameters": lambda module: iter(()),
+    "buffers": lambda module: iter(()),
+    "named_buffers": lambda module: iter(()),
+    "children": lambda module: iter(()),
+    "named_children": lambda module: iter(()),
+    "modules": lambda module: iter((module,)),
+}
+# The parts of torch that trace or export a model, whose walks over it see a leaf.
+_TRACERS = (
+    "torch._dynamo.",
+    "torch._export.",
+    "torch.export.",
+    "torch.fx.",
+    "torch._functorch.",
+    "torch._inductor.",
+    "torch._subclasses.",
+    "torch._higher_order_ops.",
+)
+
+
+def walked_by_torch(frame: types.FrameType | None) -> bool:
+    """Whether the code in ``frame`` (a refused method's caller) is torch's own, tracing or
+    exporting a model; a user's direct call still raises."""
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return isinstance(name, str) and name.startswith(_TRACERS)
 
 
 def raise_not_supported(name: str, hint: str = "") -> NoReturn:
