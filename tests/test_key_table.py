@@ -444,6 +444,25 @@ def test_a_message_with_both_kinds_of_quote_is_named_once_too(x: Tensor) -> None
     )
 
 
+def test_a_message_of_several_lines_is_read_whole(x: Tensor) -> None:
+    # repr(error) runs to the traceback's first line, however many lines its message has.
+    rm = RemoteModule("worker1/cpu", runtime_helpers.SeveralLines)
+    with pytest.raises(TypeError) as raised:
+        rm(x)
+    assert str(raised.value) == (
+        "RemoteModule: creating SeveralLines on worker 'worker1' failed: TypeError: first "
+        "line, but expected one of:\n * (int size)\n * (tuple size)"
+    )
+    rm = RemoteModule("worker1/cpu", runtime_helpers.SeveralLinesForward)
+    with pytest.raises(ValueError) as raised:
+        rm(x)
+    assert str(raised.value) == (
+        "RemoteModule.forward on worker 'worker1' failed: ValueError: bad input:\n"
+        "  x is 'wrong'\n  and \"very\" wrong"
+    )
+    assert "Traceback" in raised.value.remote_traceback  # type: ignore[attr-defined]
+
+
 def test_a_remote_key_error_is_named_once_too(x: Tensor) -> None:
     rm = RemoteModule("worker1/cpu", runtime_helpers.MissingKey)
     with pytest.raises(RuntimeError) as raised:  # torch's future reports it as a RuntimeError

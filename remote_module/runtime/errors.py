@@ -163,24 +163,31 @@ def _builtin_kind(name: str) -> type[Exception]:
 
 def _remote_error(text: str) -> tuple[str, str, str] | None:
     """The type name, message and traceback of a remote exception in torch's text of it
-    (``On WorkerInfo(...):``, ``repr(error)``, the traceback), or None."""
+    (``On WorkerInfo(...):``, ``repr(error)``, the traceback), or None. ``repr(error)`` runs
+    to the traceback's first line: a message of several lines (torch 2.6 words an argument
+    error of ``torch.empty`` on five) spans as many."""
     header = _remote_header().match(text)
     if header is None:
         return None
-    lines = text[header.end() :].split("\n", 2)
-    if len(lines) < 2:
+    body = text[header.end() :].removeprefix("\n")
+    end = body.find("\nTraceback (most recent call last):")
+    if end < 0:  # no traceback: the repr is its first line
+        represented, _, rest = body.partition("\n")
+    else:
+        represented, rest = body[:end], body[end + 1 :]
+    represented = represented.strip()
+    if not represented:
         return None
-    rest = lines[2] if len(lines) > 2 else ""
     try:
-        call = ast.parse(lines[1].strip(), mode="eval").body
+        call = ast.parse(represented, mode="eval").body
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
             return None
         parts = [ast.literal_eval(argument) for argument in call.args]
     except (SyntaxError, ValueError):
-        # torch unescapes the repr on the caller: a message with both quotes is no literal
-        # any more, but one quoted argument still reads as Type('...') or Type("...").
-        single = re.fullmatch(r"""(\w+)\((['"])(.*)\2\)""", lines[1].strip())
-        return None if single is None else (single[1], single[3], rest)
+        # torch unescapes the repr on the caller: a message with both quotes, or with line
+        # breaks, is no literal any more, but one quoted argument still reads as Type('...').
+        single = re.fullmatch(r"""(\w+)\((['"])(.*)\2\)""", represented, re.DOTALL)
+        return None if single is None else (single[1], single[3].rstrip("\n"), rest)
     return call.func.id, ", ".join(map(str, parts)), rest
 
 

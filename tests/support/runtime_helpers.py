@@ -284,6 +284,20 @@ class QuotesBoth(nn.Module):
         raise TypeError("""argument 'size' failed with error "type must be tuple of ints\"""")
 
 
+class SeveralLines(nn.Module):
+    """Its constructor raises a message of several lines, as torch 2.6's ``torch.empty`` words
+    an argument error, and ``forward`` raises one too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        raise TypeError("first line, but expected one of:\n * (int size)\n * (tuple size)")
+
+
+class SeveralLinesForward(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+        raise ValueError("bad input:\n  x is 'wrong'\n  and \"very\" wrong")
+
+
 class MissingKey(nn.Module):
     """``forward`` raises a KeyError on the owner (whose ``str()`` quotes its argument)."""
 
