@@ -20,6 +20,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 __all__ = [
+    "JIT_EXPORT_TYPED",
     "JIT_PIPELINE",
     "TORCHSCRIPT_NOTICES",
     "TORCH_VERSION",
@@ -72,6 +73,11 @@ def _torchscript_notices() -> tuple[tuple[str, type[Warning]], ...]:
 
 
 TORCHSCRIPT_NOTICES = _torchscript_notices()
+
+
+# Whether type checkers see torch.jit.export as typed (torch annotates it from 2.7; on 2.6 a
+# method it decorates is untyped to mypy --strict and pyright in a user's own module).
+JIT_EXPORT_TYPED = "return" in getattr(torch.jit.export, "__annotations__", {})
 
 
 # --- TorchScript internals ------------------------------------------------------------------

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from remote_module import _compat
+
 ROOT = Path(__file__).resolve().parent.parent
 USES = ROOT / "tests" / "typecheck"
 BIN = Path(sys.executable).parent
@@ -41,7 +43,13 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (package / name).write_text(text.replace("tests.scorer.", "scorer."), encoding="utf-8")
     for name in USE_FILES:
         shutil.copy(USES / name, root / name)
-    (root / "pyrightconfig.json").write_text(json.dumps({"typeCheckingMode": "strict"}))
+    pyright: dict[str, object] = {"typeCheckingMode": "strict"}
+    if not _compat.JIT_EXPORT_TYPED:
+        # torch 2.6's torch.jit.export has no annotations: the checkers report the user's own
+        # module, where it decorates methods (torch's stubs there, not generated code or uses).
+        pyright["ignore"] = ["scorer/model.py"]
+        (root / "mypy.ini").write_text("[mypy]\n[mypy-scorer.model]\nignore_errors = True\n")
+    (root / "pyrightconfig.json").write_text(json.dumps(pyright))
     run = subprocess.run(
         [
             _tool("remote-module-codegen"),
