@@ -5,6 +5,7 @@ code, and gradients through distributed autograd to the remote parameters."""
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from typing import Any
 
@@ -55,7 +56,8 @@ def test_one_clean_graph_break_at_each_remote_call(
         # torch.compile stops at the call into our runtime, not inside RPC internals
         frames = [frame.filename for frame in reason.user_stack]
         assert frames[-1].endswith("remote_module/runtime/caller/calls.py"), frames
-        assert "torch.compiler.disable" in reason.reason, reason.reason
+        # (torch 2.6 and 2.7 word it "torch._dynamo.disable()")
+        assert re.search(r"torch\.(compiler|_dynamo)\.disable", reason.reason), reason.reason
     compiler = [w for w in caught if "torch/_dynamo" in w.filename or "dynamo" in str(w.message)]
     assert compiler == [], [str(w.message) for w in compiler]
     dynamo_logs = [r.getMessage() for r in caplog.records if r.name.startswith("torch._")]

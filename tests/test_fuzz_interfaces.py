@@ -30,9 +30,9 @@ from hypothesis import strategies as st
 from torch import Tensor, nn
 from torch.futures import Future
 
-from remote_module import codegen
+from remote_module import _compat, codegen
 from remote_module.codegen import parse_interface
-from remote_module.runtime.caller import calls as _calls
+from remote_module.runtime.caller import route
 from remote_module.runtime.caller.record import Record
 from tests.support.fuzzing import fuzz
 
@@ -571,6 +571,7 @@ def check_generated_source_is_safe(source: str, interface_module: str, spec: lis
         {f"_rm_module.{_normalized(method.name)}" for method in spec}
         | {f"_remote_{_normalized(method.name)}" for method in spec}  # from the wire twins
         | {f"self.{_normalized(method.name)}_async" for method in spec}  # scripted sync ones
+        | {f"_rm_run_{_normalized(method.name)}" for method in spec}  # the shared bodies
     )
     for node in tree.body:
         assert isinstance(
@@ -629,6 +630,7 @@ class _FakeRemoteModule:
     def __init__(self, reference: Any, generated: Any) -> None:
         self._rm_record = Record(generated)
         self._rm_record.reference = reference
+        route.choose(self)  # as the creation reply or the key's adoption would
 
 
 def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
@@ -643,11 +645,8 @@ def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
         future.set_result("result")
         return future
 
-    def fake_invoke_script(
-        to: str, name: str, args: Any, kwargs: Any, timeout: float, is_async: bool
-    ) -> Any:
+    def fake_invoke_script(to: str, name: str, args: Any, kwargs: Any, timeout: float) -> Any:
         # How compiled remote functions are sent: by qualified name, no rpc.rpc_async.
-        assert not is_async
         return fake_rpc_async(to, name, args, kwargs, timeout)
 
     fake_self = _FakeRemoteModule(_FakeRemoteModule.module_rref, generated)
@@ -655,7 +654,7 @@ def check_caller_stubs(generated: Any, cls: type, spec: list[Meth]) -> None:
     stubs = {fn.__name__: fn for fn in generated._generated_methods}
     with (
         mock.patch.object(rpc, "rpc_async", fake_rpc_async),
-        mock.patch.object(_calls, "_invoke_rpc_torchscript", fake_invoke_script),
+        mock.patch.object(_compat, "invoke_rpc_torchscript", fake_invoke_script),
     ):
         for method in spec:
             name = _normalized(method.name)
@@ -1004,6 +1003,7 @@ def test_interface_identity_cannot_inject_code(target: str, attribute: str, valu
         in (
             "_rm_module.forward",
             "_remote_forward",
+            "_rm_run_forward",
             "self.forward_async",
             "FuzzPoint",
             _normalized(value),

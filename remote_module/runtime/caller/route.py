@@ -59,12 +59,13 @@ class Route:
     timeout, and the prefix every remote function takes first (the module's key or RRef, its
     device, whether a device map is set)."""
 
-    __slots__ = ("files", "prefix", "seat", "timeout", "to")
+    __slots__ = ("files", "owner_name", "prefix", "seat", "timeout", "to")
 
     def __init__(
         self, to: Any, seat: int, timeout: float, prefix: tuple[Any, str, bool], files: bool
     ) -> None:
         self.to = to
+        self.owner_name = str(to if isinstance(to, str) else to.name)
         self.seat = seat
         self.timeout = timeout
         self.prefix = prefix
@@ -81,7 +82,8 @@ class Route:
             record: Record = remote_module._rm_record
             if record.filing is None:
                 filing = keys.ask_owner_to_file(record, self.prefix[0])
-            elif record.filing.done() and keys.adopt_key(record, self.prefix[0]) is not None:
+            elif record.filing.done():  # its key (or, failed, the RRef for good): a new route
+                keys.adopt_key(record, self.prefix[0])
                 return choose(remote_module).send(remote_module, remote_fn, args, kwargs)
         sent = self._send(remote_fn, args, kwargs)
         sent.filing = filing
@@ -139,7 +141,7 @@ class MessageRoute(Route):
     def settle(self, remote_module: Any, reply: Any) -> Any:
         if self.first:  # the owner's key for later calls (a new route), or why it failed
             record = remote_module._rm_record
-            reply = keys.settle_first_call(record, self.prefix[0], reply, str(self.to.name))
+            reply = keys.settle_first_call(record, self.prefix[0], reply, self.owner_name)
             choose(remote_module)
         return values.from_wire(reply) if self.wire_dtype is not None else reply
 
@@ -151,9 +153,15 @@ class ScriptRoute(Route):
     __slots__ = ("keyed",)
 
     def __init__(
-        self, to: Any, seat: int, timeout: float, prefix: tuple[Any, str, bool], keyed: bool
+        self,
+        to: Any,
+        seat: int,
+        timeout: float,
+        prefix: tuple[Any, str, bool],
+        keyed: bool,
+        files: bool = False,
     ) -> None:
-        super().__init__(to, seat, timeout, prefix, files=not keyed)
+        super().__init__(to, seat, timeout, prefix, files)
         self.keyed = keyed
 
     def _send(self, remote_fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Sent:
@@ -176,13 +184,15 @@ def choose(remote_module: Any) -> Route:
     route: Route
     if remote_module.is_scriptable:
         by_name = wire_dtype is None and _compat.jit_enabled()
+        # No key yet: asked for (a filing that failed left the RRef there: never again).
+        files = by_name and key is None
         if by_name and type(key) is int:
             route = ScriptRoute(to, seat, timeout, (key, *where), keyed=True)
         elif by_name and record.ticket is None:
-            route = ScriptRoute(to, seat, timeout, (module_rref, *where), keyed=False)
+            route = ScriptRoute(to, seat, timeout, (module_rref, *where), False, files)
         else:  # counted for checkpoint_every by message until keyed; a wire dtype: always
             route = MessageRoute(
-                to, seat, timeout, (module_rref, *where), by_name, False, wire_dtype, record.ticket
+                to, seat, timeout, (module_rref, *where), files, False, wire_dtype, record.ticket
             )
     else:
         first = key is None  # the owner files the module and replies with its key
@@ -205,5 +215,5 @@ def _send_by_name(
         return rpc.rpc_async(route.to, script_fn, rpc_args, kwargs, route.timeout)
     name = _compat.qualified_name(remote_fn)
     return _compat.invoke_rpc_torchscript(
-        str(route.to.name), name, rpc_args, dict(kwargs or {}), route.timeout
+        route.owner_name, name, rpc_args, dict(kwargs or {}), route.timeout
     )
