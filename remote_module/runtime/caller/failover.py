@@ -275,9 +275,16 @@ def owner_name(remote_module: Any) -> str:
 
 def checkpoint(remote_module: Any) -> int:
     """``rm.checkpoint()``: the owner sends its module's state to every standby; the version,
-    once every standby holds it."""
+    once every standby holds it. Once no standby remains (each promoted, or passed over as
+    gone), a RuntimeError: no version is returned that no standby holds."""
     plan = _plan_of(remote_module, "checkpoint")
     at = plan.position
+    if not plan.standby_workers():
+        raise RuntimeError(
+            f"RemoteModule.checkpoint on worker {plan.seats[at].worker!r} failed: no standby "
+            "remains (each was promoted or is gone), so no worker could hold the checkpoint; "
+            "calls go on as without standby"
+        )
     try:
         reply = rpc.rpc_sync(
             remote_module.module_rref.owner(),
