@@ -307,6 +307,18 @@ def killed_with_families(group: list[subprocess.Popen[bytes]]) -> dict[str, Any]
     asynchronous = RemoteModule(
         f"{victim}/cpu", helpers.Accumulator, standby=["worker1/cpu"], timeout=TIMEOUT
     )
+    # One of each family whose only standby takes it over: none remains after that.
+    last_standby = {
+        family: RemoteModule(
+            f"{victim}/cpu",
+            helpers.Accumulator,
+            standby=["worker2/cpu"],
+            checkpoint_every=2,
+            timeout=TIMEOUT,
+            **options,
+        )
+        for family, options in FAMILIES.items()
+    }
     # One each for the operations besides the generated methods that meet the death first.
     others = {
         name: RemoteModule(
@@ -318,6 +330,9 @@ def killed_with_families(group: list[subprocess.Popen[bytes]]) -> dict[str, Any]
         rm(ones(3))
         assert rm.checkpoint() == 1
         rm(ones(4))  # after the checkpoint: lost with the owner
+    for rm in last_standby.values():
+        rm(ones(1))
+        assert rm.checkpoint() == 1
     assert torch.equal(fresh(ones(1)), ones(6))
     asynchronous(ones(7))
     asynchronous.checkpoint()
@@ -354,6 +369,7 @@ def killed_with_families(group: list[subprocess.Popen[bytes]]) -> dict[str, Any]
             outcomes[name] = (error, 0.0)
     return {
         "others": others,
+        "last_standby": last_standby,
         "rms": rms,
         "fresh": fresh,
         "async": asynchronous,
@@ -430,6 +446,32 @@ def test_every_operation_that_meets_the_death_promotes(
     rm = killed_with_families["others"][operation]
     assert rm.on == "worker2"
     assert torch.equal(rm(torch.zeros(2)), torch.zeros(2))  # a fresh module: no checkpoint
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_once_no_standby_remains_checkpoint_raises_and_none_is_cut(
+    killed_with_families: dict[str, Any], family: str
+) -> None:
+    rm = killed_with_families["last_standby"][family]
+    with pytest.raises(OwnerFailover) as raised:
+        rm(ones(1))
+    assert (raised.value.new_owner, raised.value.checkpoint_version) == ("worker2", 1)
+    assert rm.standby is None
+    with pytest.raises(RuntimeError) as refused:
+        rm.checkpoint()  # before: version 2, which no standby received
+    assert not isinstance(refused.value, OwnerFailover)
+    assert str(refused.value) == (
+        "RemoteModule.checkpoint on worker 'worker2' failed: no standby remains (each was "
+        "promoted or is gone), so no worker could hold the checkpoint; calls go on as "
+        "without standby"
+    )
+    # checkpoint_every=2 cuts none any more, and calls go on as without standby.
+    identity = rm._rm_record.failover.identity
+    before = rpc.rpc_sync("worker2", helpers.cut, (identity,), timeout=30)
+    for step in range(1, 6):
+        assert torch.equal(rm(ones(1)), ones(1 + step))
+    assert rm.forward_async(ones(1)).wait()[0] == 7.0
+    assert rpc.rpc_sync("worker2", helpers.cut, (identity,), timeout=30) == before == 1
 
 
 def test_torchscript_keeps_the_owner_it_was_scripted_with_until_scripted_again(

@@ -1,6 +1,6 @@
 """``remote_device`` strings, fuzzed (issue 5, part 5): every string either parses into a
 ``RemoteDevice`` that prints back to an equal one, or is refused with a ``ValueError`` that
-names it (or torch's own ``RuntimeError`` for a bad device). No RPC.
+names it (or a one-line ``RuntimeError`` for a device torch cannot parse). No RPC.
 """
 
 import re

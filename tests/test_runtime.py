@@ -105,13 +105,16 @@ def test_bad_remote_device_is_a_value_error(remote_device: str) -> None:
 
 
 @pytest.mark.parametrize("device", ["bogus", "cuda:x"])
-def test_bad_device_fails_with_torchs_own_error(device: str) -> None:
+def test_bad_device_fails_with_torchs_type_and_words_quoting_the_remote_device(
+    device: str,
+) -> None:
     with pytest.raises(RuntimeError) as expected:
         torch.device(device)
     with pytest.raises(RuntimeError) as raised:
         RemoteModule(f"worker1/{device}", nn.Linear, args=(4, 3))
     assert type(raised.value) is type(expected.value)
-    assert str(raised.value) == str(expected.value)
+    assert str(raised.value).startswith(f"Invalid device in remote_device 'worker1/{device}': ")
+    assert str(raised.value).endswith(f"({expected.value})")
 
 
 # --- attributes and calls -----------------------------------------------------------------

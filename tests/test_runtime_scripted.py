@@ -110,9 +110,16 @@ def test_an_interface_made_with_the_decorator_calls_and_scripts() -> None:
 
 
 def test_without_interface_does_not_script() -> None:
+    # Not torch's NotSupportedError at the **kwargs of _non_scriptable.py: what to do instead.
     rm = RemoteModule("worker1/cpu", nn.Linear, args=(4, 4))
-    with pytest.raises((RuntimeError, torch.jit.frontend.NotSupportedError)):
-        torch.jit.script(rm)
+    for scripted in (rm, Hybrid(rm)):  # alone, and inside a model being scripted
+        with pytest.raises(TypeError) as raised:
+            torch.jit.script(scripted)
+        assert str(raised.value) == (
+            "RemoteModule without an interface cannot be scripted: torch.jit.script needs a "
+            "RemoteModule built with a @torch.jit.interface (or @remote_module.interface) "
+            "class, passed as module_interface_cls="
+        )
 
 
 def test_scripted_hybrid_model_matches_python(scaled_rm: RemoteModule, x: Tensor) -> None:

@@ -514,15 +514,16 @@ def _forward_all(remote_device: str) -> list[Any]:
 
 def _check_invalid_devices_without_cuda() -> None:
     # Upstream matches torch's wording of these ("Expected one of ... device type at start of
-    # device string", "Invalid device string: 'cpu2'"); here: torch.device's own error, as this
-    # torch words it.
+    # device string", "Invalid device string: 'cpu2'"); here: one line that quotes the whole
+    # remote_device and ends with torch.device's own error, as this torch words it.
     for device in ("foo", "cpu2"):
         with pytest.raises(RuntimeError) as torchs_own:
             torch.device(device)
         with pytest.raises(RuntimeError) as raised:
             _forward_all(f"{WORKER1}/{device}")
-        assert str(raised.value) == str(torchs_own.value)
-        assert device in str(raised.value)
+        message = str(raised.value)
+        assert message.startswith(f"Invalid device in remote_device '{WORKER1}/{device}': ")
+        assert message.endswith(f"({torchs_own.value})") and "\n" not in message
 
     # Ours: an empty device is a malformed remote_device, refused like every other one (upstream
     # lets torch.device("") raise "Device string must not be empty", naming nothing).

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from remote_module import _torchscript as torchscript
-from remote_module._generator import api
+from remote_module._generator import api, refusals
 from remote_module._generator.parse import parse_interface
 from remote_module._generator.render import (
     GeneratedModule,
@@ -110,20 +110,19 @@ def _load(spec: str) -> type:
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise BadInput(f"{spec!r} is not MODULE:INTERFACE")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:  # any import-time failure is the user's input
+    # An interface TorchScript refuses is read by the generator's checks instead, which name
+    # the method and the argument (TorchScript's text is a source excerpt over many lines).
+    with refusals.kept() as refused:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:  # any import-time failure is the user's input
+            if not refused:
+                _cannot_import(spec, module_name, error)
+    if refused:
+        sys.modules.pop(module_name, None)  # imported with a plain class in the interface's place
         if not torchscript.available():
-            raise BadInput(
-                f"{spec}: cannot import {module_name}: TorchScript is unavailable in this "
-                f"process, and a @torch.jit.interface needs it ({type(error).__name__}: "
-                f"{error}); a typing.Protocol interface does not"
-            ) from None
-        hint = ""
-        if isinstance(error, ModuleNotFoundError) and module_name.startswith(str(error.name)):
-            # The user's own module, not one it imports: most likely an import root missing.
-            hint = " (run from the directory that holds it, or add that directory with --path DIR)"
-        raise BadInput(f"{spec}: cannot import {module_name}: {error}{hint}") from None
+            _unavailable(spec, module_name, refused[0].error)
+        raise BadInput(refusals.explain(refused[0]))
     target: object = module
     for part in attribute.split("."):
         if not hasattr(target, part):
@@ -134,6 +133,25 @@ def _load(spec: str) -> type:
             f"{spec}: {attribute} is not a class (a @torch.jit.interface or a typing.Protocol)"
         )
     return target
+
+
+def _cannot_import(spec: str, module_name: str, error: Exception) -> NoReturn:
+    if not torchscript.available():
+        _unavailable(spec, module_name, error)
+    hint = ""
+    if isinstance(error, ModuleNotFoundError) and module_name.startswith(str(error.name)):
+        # The user's own module, not one it imports: most likely an import root missing.
+        hint = " (run from the directory that holds it, or add that directory with --path DIR)"
+    why = refusals.one_line(error) or str(error)  # TorchScript's, without its source excerpt
+    raise BadInput(f"{spec}: cannot import {module_name}: {why}{hint}") from None
+
+
+def _unavailable(spec: str, module_name: str, error: Exception) -> NoReturn:
+    raise BadInput(
+        f"{spec}: cannot import {module_name}: TorchScript is unavailable in this process, "
+        f"and a @torch.jit.interface needs it ({type(error).__name__}: {error}); a "
+        "typing.Protocol interface does not"
+    ) from None
 
 
 def _check(files: list[GeneratedFile], output_dir: Path) -> int:

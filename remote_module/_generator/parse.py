@@ -33,18 +33,20 @@ from remote_module._generator.model import (
     TypeRef,
     string_literal,
 )
+from remote_module._generator.source import decorated_script, type_hints
 
 __all__ = ["interface_kind", "parse_interface", "parse_type", "render_literal"]
 
 _REMOTE_TWIN_SUFFIXES = (_shared.WIRE_SUFFIX, _shared.KEYED_SUFFIX)
 
 
-def parse_interface(interface_cls: object) -> Interface:
+def parse_interface(interface_cls: object, kind: InterfaceKind | None = None) -> Interface:
     """Read ``interface_cls`` into an :class:`Interface`.
 
     ``interface_cls`` is a class decorated with ``@torch.jit.interface`` or a
     ``typing.Protocol`` whose methods are fully annotated; it has a ``forward``. Anything else
-    raises ``ValueError`` naming the class (and the method and argument).
+    raises ``ValueError`` naming the class (and the method and argument). ``kind`` reads it as
+    that family whatever it is (the CLI's check of a class TorchScript refused to compile).
     """
     if not inspect.isclass(interface_cls):
         raise ValueError(
@@ -52,7 +54,7 @@ def parse_interface(interface_cls: object) -> Interface:
             "@torch.jit.interface or a typing.Protocol"
         )
     qualified = f"{interface_cls.__module__}.{interface_cls.__qualname__}"
-    kind = interface_kind(interface_cls)
+    kind = kind or interface_kind(interface_cls)
     if kind is None:
         raise ValueError(
             f"{qualified} is neither decorated with @torch.jit.interface nor a typing.Protocol"
@@ -96,10 +98,7 @@ def interface_kind(cls: type) -> InterfaceKind | None:
 def _parse_method(interface: str, kind: InterfaceKind, name: str, fn: Callable[..., Any]) -> Method:
     where = f"{interface}.{name}"
     _check_name(where, "method", name)
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception as error:  # a NameError or TypeError from a bad annotation
-        raise ValueError(f"{where}: cannot resolve its annotations: {error}") from error
+    hints = type_hints(fn, where, "argument")
     parameters = list(inspect.signature(fn).parameters.values())
     if not parameters or parameters[0].name != "self":
         raise ValueError(f"{where}: the first parameter must be 'self'")
@@ -191,7 +190,7 @@ def _parse_named_type(cls: type, where: str, kind: InterfaceKind) -> TypeRef:
         )
     _check_importable(where, cls)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        hints = typing.get_type_hints(cls)
+        hints = type_hints(cls, f"{where}, type {cls.__module__}.{qualname}", "field")
         fields = tuple(cls._fields)
         field_types = tuple(
             parse_type(hints[name], f"{where}, field '{name}'", kind) for name in fields
@@ -204,6 +203,12 @@ def _parse_named_type(cls: type, where: str, kind: InterfaceKind) -> TypeRef:
     user_class = cls.__module__ != "builtins"
     if (kind is InterfaceKind.PROTOCOL and user_class) or _is_script_class(cls):
         return TypeRef(Kind.CLASS, cls.__name__, (), cls.__module__, qualname)
+    if user_class:
+        raise ValueError(
+            f"{where}: type {cls.__module__}.{qualname} is a plain class; decorate it with "
+            "@torch.jit.script or make it a NamedTuple (TorchScript would guess the types "
+            "of its attributes)"
+        )
     raise ValueError(
         f"{where}: unsupported type {cls.__module__}.{qualname} (expected a Tensor, a "
         "scalar, a container, a NamedTuple or a @torch.jit.script class)"
@@ -211,9 +216,12 @@ def _parse_named_type(cls: type, where: str, kind: InterfaceKind) -> TypeRef:
 
 
 def _is_script_class(cls: type) -> bool:
+    """A TorchScript interface, or a class decorated with ``@torch.jit.script``. TorchScript
+    also compiles, unasked, a plain class an interface names, guessing its attributes' types
+    (an unannotated one becomes a Tensor): that one is refused, as upstream documents none."""
     if _shared.is_script_interface(cls):
         return True
-    return _compat.script_class_of(cls) is not None
+    return _compat.script_class_of(cls) is not None and decorated_script(cls)
 
 
 def render_literal(value: object, where: str) -> str:

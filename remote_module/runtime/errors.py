@@ -2,8 +2,10 @@
 failed (the RemoteModule's method or step), on which owner, and why.
 
 ``failure`` names a failed RPC; a module that could not be created travels back as data
-(:class:`CreationFailure`, made on the owner by :func:`creation_failure`) and is raised once,
-as its own builtin type, by :func:`creation_error`.
+(:class:`CreationFailure`, made on the owner by :func:`creation_failure`) and is raised once
+by :func:`creation_error`; so does a failed request of the runtime (:class:`RemoteFailure`,
+made by :func:`remote_failure`). Whatever the route, the type raised is the one torch's RPC
+gives a remote exception of that type (:func:`rpc_type`).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import ast
 import builtins
 import functools
 import re
+import traceback
 
 from remote_module import _compat
 
 __all__ = [
     "CreationFailure",
+    "NotCreated",
     "OwnerFailover",
     "RemoteFailure",
     "UnknownWorkerError",
@@ -24,6 +28,8 @@ __all__ = [
     "creation_failure",
     "failure",
     "owner_gone",
+    "remote_failure",
+    "rpc_type",
     "short",
     "worker_name",
 ]
@@ -32,32 +38,38 @@ __all__ = [
 # CreationFailure and RemoteFailure are plain classes with slots, not NamedTuples: every
 # program imports this module, and a NamedTuple class cost ~0.1 ms of that import each.
 class CreationFailure:
-    """Why ``module_cls(*args, **kwargs)`` failed on the owner: the error's builtin type name
-    and its own message, sent back as data so the caller raises it once, without RPC's
-    remote-traceback wrapping."""
+    """Why ``module_cls(*args, **kwargs)`` failed on the owner: the error's type name and its
+    own message, sent back as data so the caller raises it once, without RPC's
+    remote-traceback wrapping. ``raised_as``: the name of the type the caller raises
+    (:func:`rpc_type`), where the owner knew the error's type; else found from the name."""
 
-    __slots__ = ("error_type", "message")
+    __slots__ = ("error_type", "message", "raised_as")
 
-    def __init__(self, error_type: str, message: str) -> None:
+    def __init__(self, error_type: str, message: str, raised_as: str | None = None) -> None:
         self.error_type = error_type
         self.message = message
+        self.raised_as = raised_as
 
     def __repr__(self) -> str:
         return f"CreationFailure({self.error_type!r}, {self.message!r})"
 
 
-def failure(error: Exception, what: str, owner: str | int) -> Exception:
+def failure(error: Exception, what: str, owner: str | int, creator: str | None = None) -> Exception:
     """The one exception a failed remote operation raises: its message names ``what`` (a
     RemoteModule method such as ``forward``, or a step such as ``torch.jit.script``), the
     worker ``owner`` and why, in one line of text where the owner raised: the remote
     exception's type and message, its traceback kept as ``remote_traceback`` (and the RPC's
     own error as ``__cause__``, where the caller raises it ``from`` that). The type is the
     remote exception's own where torch could rebuild it (as torch does), else RuntimeError.
-    A dead owner reads as such."""
+    A dead owner reads as such; a module never created, as :func:`creation_error` names it
+    (``creator``: the module's)."""
     head = _head(what, owner)
     if owner_gone(error):
         return RuntimeError(f"{head}worker {owner!r} is gone: its connection closed")
     remote = _remote_error(_text(error))
+    if remote is not None and remote[0] == NotCreated.__name__:
+        error_type, _, message = remote[1].partition(": ")
+        return creation_error(CreationFailure(error_type, message), creator, owner)
     text = f"{head}{error}" if remote is None else f"{head}{remote[0]}: {remote[1]}"
     raised: Exception
     try:
@@ -122,24 +134,79 @@ class UnknownWorkerError(RuntimeError, ValueError):
 
 class RemoteFailure:
     """An exception raised by an owner-side request of the runtime, sent back as data: torch
-    would print its traceback on the owner and put it in the caller's exception text."""
+    would print its traceback on the owner and put it in the caller's exception text.
+    ``raised_as`` as for :class:`CreationFailure` (:func:`remote_failure` sets it)."""
 
-    __slots__ = ("error_type", "message", "remote_traceback")
+    __slots__ = ("error_type", "message", "raised_as", "remote_traceback")
 
-    def __init__(self, error_type: str, message: str, remote_traceback: str) -> None:
+    def __init__(
+        self,
+        error_type: str,
+        message: str,
+        remote_traceback: str,
+        raised_as: str | None = None,
+    ) -> None:
         self.error_type = error_type
         self.message = message
         self.remote_traceback = remote_traceback
+        self.raised_as = raised_as
 
     def __repr__(self) -> str:
         return f"RemoteFailure({self.error_type!r}, {self.message!r}, ...)"
 
-    def error(self, what: str, owner: str | int) -> Exception:
-        """The exception to raise on the caller, named as :func:`failure` names one."""
-        kind = _builtin_kind(self.error_type)
-        raised = kind(f"{_head(what, owner)}{self.error_type}: {self.message}")
+    def error(self, what: str, owner: str | int, creator: str | None = None) -> Exception:
+        """The exception to raise on the caller, named as :func:`failure` names one, of the
+        type torch's RPC would have raised for it; where the module was never created, the
+        creation's failure, as :func:`creation_error` names it (``creator``: the module's)."""
+        if self.error_type == NotCreated.__name__:
+            error_type, _, message = self.message.partition(": ")
+            return creation_error(
+                CreationFailure(error_type, message, self.raised_as), creator, owner
+            )
+        kind = _raised_as(self.error_type, self.raised_as)
+        message = _unquoted(self.error_type, self.message)
+        raised = kind(f"{_head(what, owner)}{self.error_type}: {message}")
         raised.remote_traceback = self.remote_traceback  # type: ignore[attr-defined]
         return raised
+
+
+class NotCreated(RuntimeError):
+    """On the owner: an operation reached a module whose creation failed (its RRef holds why).
+    Its message is the creation's failure, ``<type>: <message>``; back on the caller (as a
+    :class:`RemoteFailure` or torch's text of it), it is raised as :func:`creation_error`
+    names the failure."""
+
+    def __init__(self, message: str, raised_as: str | None = None) -> None:
+        super().__init__(message)
+        self.raised_as = raised_as
+
+    @classmethod
+    def of(cls, failed: CreationFailure) -> NotCreated:
+        return cls(f"{failed.error_type}: {failed.message}", failed.raised_as)
+
+
+def remote_failure(error: BaseException) -> RemoteFailure:
+    """``error`` as data for the caller (on the owner): its type name, message, traceback and
+    the type the caller raises for it."""
+    text = "".join(traceback.format_exception(error))
+    kind = error.raised_as if isinstance(error, NotCreated) else rpc_type(type(error)).__name__
+    return RemoteFailure(type(error).__name__, _text(error), text, kind)
+
+
+def rpc_type(kind: type[BaseException]) -> type[Exception]:
+    """The type torch's RPC raises on the caller for a remote exception of type ``kind``:
+    ``ValueError`` or ``TypeError`` for those two and their subclasses, ``RuntimeError`` for
+    every other type and for one that cannot be built from its message alone (torch builds it
+    so; ``UnicodeDecodeError`` cannot be). Checked for every builtin exception type and for
+    subclasses, with ``rpc_sync`` and ``rpc_async().wait()``, on torch 2.6.0 and 2.13.0."""
+    for rebuilt in (ValueError, TypeError):
+        if issubclass(kind, rebuilt):
+            try:
+                kind("")
+            except Exception:
+                return RuntimeError
+            return rebuilt
+    return RuntimeError
 
 
 def short(error: BaseException) -> str:
@@ -155,10 +222,26 @@ def _head(what: str, owner: str | int) -> str:
     return f"{qualified} on worker {owner!r} failed: "
 
 
-def _builtin_kind(name: str) -> type[Exception]:
-    """The builtin exception type called ``name``; RuntimeError for any other."""
-    kind = getattr(builtins, name, None)
-    return kind if isinstance(kind, type) and issubclass(kind, Exception) else RuntimeError
+def _unquoted(error_type: str, message: str) -> str:
+    """A KeyError's ``str()`` quotes its argument; torch's text of a remote one, as every other
+    route reads it, does not."""
+    if error_type != "KeyError":
+        return message
+    try:
+        value = ast.literal_eval(message)
+    except (SyntaxError, ValueError):
+        return message
+    return value if isinstance(value, str) else message
+
+
+def _raised_as(name: str, raised_as: str | None) -> type[Exception]:
+    """The type to raise for a remote exception of type ``name``: ``raised_as`` where the
+    owner said it, else :func:`rpc_type` of the builtin type of that name (RuntimeError for a
+    name that is no builtin)."""
+    kind = getattr(builtins, raised_as or name, None)
+    if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+        return RuntimeError
+    return rpc_type(kind)  # for raised_as, the type itself
 
 
 def _remote_error(text: str) -> tuple[str, str, str] | None:
@@ -192,13 +275,14 @@ def _remote_error(text: str) -> tuple[str, str, str] | None:
 
 
 def creation_error(failed: CreationFailure, creator: str | None, owner: str | int) -> Exception:
-    """The error ``module_cls`` raised on the owner, as its own builtin type (RuntimeError for
-    any other), named once: the module's creator and the owner (a worker name, or a rank)."""
-    kind = _builtin_kind(failed.error_type)
+    """The error ``module_cls`` raised on the owner, of the type torch's RPC gives it
+    (:func:`rpc_type`), named once: the module's creator and the owner (a worker name, or a
+    rank)."""
+    kind = _raised_as(failed.error_type, failed.raised_as)
     where = worker_name(owner) if isinstance(owner, int) else owner
     return kind(
         f"RemoteModule: creating {creator or 'the module'} on worker '{where}' failed: "
-        f"{failed.error_type}: {failed.message}"
+        f"{failed.error_type}: {_unquoted(failed.error_type, failed.message)}"
     )
 
 
@@ -208,8 +292,13 @@ def creation_failure(error: BaseException) -> CreationFailure:
     where that text is not in this form, the whole of it."""
     remote = _remote_error(_text(error))
     if remote is not None:
-        return CreationFailure(remote[0], remote[1])
-    return CreationFailure(type(error).__name__, _text(error))
+        # The remote type is known here by name only (torch raises the error again as that
+        # type on this worker; but as a RuntimeError where it could not).
+        known = type(error).__name__ == remote[0]
+        return CreationFailure(
+            remote[0], remote[1], rpc_type(type(error)).__name__ if known else None
+        )
+    return CreationFailure(type(error).__name__, _text(error), rpc_type(type(error)).__name__)
 
 
 def _text(error: BaseException) -> str:

@@ -27,8 +27,9 @@ def parse_remote_device(remote_device: str) -> RemoteDevice:
     """Parse ``"<workername>/<device>"``, ``"rank:<n>/<device>"`` or a bare worker name.
 
     A malformed string (an empty worker or device, more than one ``/``, a bad rank) raises
-    ``ValueError`` naming it; a well-formed one whose device torch does not know raises
-    torch's own ``RuntimeError``.
+    ``ValueError`` naming it; a well-formed one whose device torch cannot parse raises
+    ``RuntimeError`` (torch's type) whose one line quotes the whole string, says what is wrong
+    with the device and ends with torch's own words.
 
     Example::
 
@@ -51,13 +52,33 @@ def _parse(remote_device: str) -> RemoteDevice:
         raise error
     if not owner or not device or not _encodable(owner):
         raise error
-    parsed_device = torch.device(device)  # torch's own RuntimeError for a bad device
+    parsed_device = _device(remote_device, device)
     parts = owner.split(":")
     if len(parts) == 1:
         return RemoteDevice(owner, parsed_device)
     if len(parts) == 2 and parts[0] == "rank" and parts[1].isascii() and parts[1].isdigit():
         return RemoteDevice(int(parts[1]), parsed_device)
     raise error
+
+
+def _device(remote_device: str, device: str) -> torch.device:
+    try:
+        return torch.device(device)
+    except RuntimeError as error:
+        torch_says = str(error).split("\n", 1)[0]
+    kind, colon, index = device.partition(":")
+    if not kind:
+        what = "the device type before ':' is missing"
+    elif not _is_local_device(kind):
+        what = f"{kind!r} is not a device type torch knows"
+    elif colon and not index:
+        what = "the device index after ':' is missing"
+    else:
+        what = f"{index!r} is not a device index (a number from 0, as in 'cuda:0')"
+    # torch's words last: code matching them (torch's own tests do) still finds them.
+    raise RuntimeError(
+        f"Invalid device in remote_device {remote_device!r}: {what} ({torch_says})"
+    ) from None
 
 
 def _is_local_device(text: str) -> bool:

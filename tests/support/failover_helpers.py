@@ -85,6 +85,13 @@ def held(identity: str) -> tuple[int, int] | None:
     return checkpoints.held(identity)
 
 
+def cut(identity: str) -> int | None:
+    """On an owner: the version of the newest checkpoint it cut of ``identity`` (None: it
+    never owned it)."""
+    owned = checkpoints.STATE.owned.get(identity)
+    return None if owned is None else owned.version
+
+
 def pid() -> int:
     return os.getpid()
 

@@ -111,10 +111,13 @@ def check_parse(text: str) -> RemoteDevice | None:
         assert text in str(error) and REMOTE_DEVICE_FORMAT in str(error), str(error)
         return None
     except RuntimeError as error:
-        # torch's own error for a bad (non-empty) device string: the text torch.device gives.
+        # A bad (non-empty) device string: one line quoting the whole text, then torch's words.
         with pytest.raises(RuntimeError) as from_torch:
             torch.device(_device_part(text))
-        assert str(error) == str(from_torch.value)
+        message, torch_says = str(error), str(from_torch.value).split("\n", 1)[0]
+        assert message.startswith(f"Invalid device in remote_device {text!r}: "), message
+        assert message.endswith(f"({torch_says})"), message
+        assert "\n" not in message, message
         return None
     assert isinstance(parsed, RemoteDevice)
     on, device = parsed

@@ -135,7 +135,8 @@ def failed(remote_module: Any, error: Exception, method: str, at: int) -> Except
     the RuntimeError saying no standby answered); otherwise :func:`errors.failure`'s."""
     plan: Plan | None = remote_module._rm_record.failover
     if plan is None or not owner_gone(error):
-        return failure(error, method, owner_name(remote_module))
+        creator = remote_module._rm_record.creator
+        return failure(error, method, owner_name(remote_module), creator)
     try:
         promotion = _take_over(remote_module, plan, at)
     except _NoStandby as none:
@@ -154,7 +155,8 @@ def failed_later(
     on RPCs, so it runs on a thread of its own, never in an RPC callback."""
     plan: Plan | None = remote_module._rm_record.failover
     if plan is None or not owner_gone(error):
-        result.set_exception(failure(error, method, owner_name(remote_module)))
+        creator = remote_module._rm_record.creator
+        result.set_exception(failure(error, method, owner_name(remote_module), creator))
         return
 
     def promote_then_fail() -> None:
@@ -274,9 +276,16 @@ def owner_name(remote_module: Any) -> str:
 
 def checkpoint(remote_module: Any) -> int:
     """``rm.checkpoint()``: the owner sends its module's state to every standby; the version,
-    once every standby holds it."""
+    once every standby holds it. Once no standby remains (each promoted, or passed over as
+    gone), a RuntimeError: no version is returned that no standby holds."""
     plan = _plan_of(remote_module, "checkpoint")
     at = plan.position
+    if not plan.standby_workers():
+        raise RuntimeError(
+            f"RemoteModule.checkpoint on worker {plan.seats[at].worker!r} failed: no standby "
+            "remains (each was promoted or is gone), so no worker could hold the checkpoint; "
+            "calls go on as without standby"
+        )
     try:
         reply = rpc.rpc_sync(
             remote_module.module_rref.owner(),
@@ -287,7 +296,7 @@ def checkpoint(remote_module: Any) -> int:
     except Exception as error:  # the owner gone (a promotion), or too slow
         raise failed(remote_module, error, "checkpoint", at) from error
     if isinstance(reply, RemoteFailure):
-        raise reply.error("checkpoint", owner_name(remote_module))
+        raise reply.error("checkpoint", owner_name(remote_module), remote_module._rm_record.creator)
     return int(reply)
 
 

@@ -237,12 +237,15 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         (see ``remote_module._torchscript``)."""
         if not self.is_scriptable:
             interface = getattr(self._rm_record.generated, "INTERFACE", None)
-            if interface is None:
-                return self  # no interface: torch refuses it as upstream's is refused
+            built = (
+                "without an interface"
+                if interface is None
+                else f"with the typing.Protocol interface {interface}"
+            )
             raise TypeError(
-                f"{type(self).__name__} with the typing.Protocol interface {interface} cannot "
-                "be scripted: torch.jit.script needs a RemoteModule built with a "
-                "@torch.jit.interface class as module_interface_cls"
+                f"{type(self).__name__} {built} cannot be scripted: torch.jit.script needs a "
+                "RemoteModule built with a @torch.jit.interface (or @remote_module.interface) "
+                "class, passed as module_interface_cls="
             )
         methods: list[Callable[..., Any]] = [
             *self.generated_methods,
@@ -319,7 +322,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         except Exception as error:  # the RPC itself failed: a timeout, a lost owner
             raise failover.failed(self, error, method, at) from error
         if isinstance(result, RemoteFailure):
-            raise result.error(method, self.module_rref.owner_name())
+            raise result.error(method, self.module_rref.owner_name(), self._rm_record.creator)
         return result
 
     def _remote_module_type(self) -> str:

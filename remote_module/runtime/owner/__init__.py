@@ -23,7 +23,6 @@ from __future__ import annotations
 import collections
 import io
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -35,7 +34,13 @@ from torch.nn.parameter import Parameter
 
 from remote_module import _compat, _shared
 from remote_module.runtime import registry, values
-from remote_module.runtime.errors import CreationFailure, RemoteFailure, creation_failure, short
+from remote_module.runtime.errors import (
+    CreationFailure,
+    RemoteFailure,
+    creation_failure,
+    remote_failure,
+    short,
+)
 from remote_module.runtime.owner import checkpoints, table
 from remote_module.runtime.owner.creation import create_module, local_module, owned_rref
 from remote_module.runtime.owner.state import Owned, Recipe, Seat
@@ -105,7 +110,7 @@ def create_with_interface(
         module = create_module(module_cls, args, kwargs, device)
         module_rref = owned_rref(module, interface_cls, scripted, "on its owner")
     except Exception as error:
-        return CreationFailure(type(error).__name__, str(error))
+        return creation_failure(error)
     return module_rref
 
 
@@ -317,9 +322,9 @@ def retire(identity: str, position: int) -> None:
 
 
 def _as_failure(error: BaseException) -> RemoteFailure:
-    """``error`` as data for the caller: its type name, message and traceback."""
-    text = "".join(traceback.format_exception(error))
-    return RemoteFailure(type(error).__name__, str(error), text)
+    """``error`` as data for the caller: its type name, message, traceback, and the type the
+    caller raises it as (``errors.remote_failure``)."""
+    return remote_failure(error)
 
 
 def _send_if_due(owned: Owned, due: checkpoints.Snapshot | None) -> None:

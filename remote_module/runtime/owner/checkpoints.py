@@ -50,12 +50,19 @@ def owned_for(sent: tuple[Any, ...]) -> Owned:
 
 
 def count(owned: Owned, module: Any, calls: int = 1) -> Snapshot | None:
-    """Count ``calls`` calls of ``owned``'s module: past every N-th, the snapshot to send."""
-    every = owned.ticket.every
+    """Count ``calls`` calls of ``owned``'s module: past every N-th, the snapshot to send
+    (none once no standby remains to receive it)."""
+    ticket = owned.ticket
+    every = ticket.every
     with owned.lock:
         before = owned.calls
         owned.calls += calls
-        due = every is not None and owned.calls // every > before // every and not owned.retired
+        due = (
+            every is not None
+            and owned.calls // every > before // every
+            and not owned.retired
+            and bool(ticket.standbys)
+        )
     if not due:
         return None
     if _compat.is_cpp_script_module(module):

@@ -22,6 +22,7 @@ import torch.distributed.rpc as rpc
 from torch import nn
 
 from remote_module import _compat, _torchscript
+from remote_module.runtime.errors import NotCreated, creation_failure
 
 __all__ = ["create_module", "local_module", "owned_rref"]
 
@@ -39,14 +40,30 @@ if sys.version_info < (3, 11, 8) or (3, 12) <= sys.version_info < (3, 12, 2):
 def create_module(
     module_cls: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], device: str
 ) -> nn.Module:
-    """``module_cls(*args, **kwargs)`` on ``device``; the value of the RemoteModule's RRef."""
+    """``module_cls(*args, **kwargs)`` on ``device``; the value of the RemoteModule's RRef.
+    A device that cannot hold the module here raises one line (a ``RuntimeError``) that names
+    the device and why, not torch's text of the operator that failed."""
     module = module_cls(*args, **kwargs)
     if not isinstance(module, nn.Module):
         raise ValueError(
             "Expect `module_cls(*args, **kwargs)` returns an instance of <class nn.Module>, "
             f"but it returns an instance of {type(module)}."
         )
-    return module.to(device)
+    try:
+        return module.to(device)
+    except Exception as error:
+        raise RuntimeError(
+            f"device {device!r} cannot hold {type(module).__qualname__}: "
+            f"{_first_sentence(str(error))}"
+        ) from None
+
+
+def _first_sentence(text: str) -> str:
+    """What torch says first: the operator it could not run on that device, say, without the
+    list of backends and build hints that follow."""
+    line = text.strip().split("\n", 1)[0]
+    end = line.find(". ")
+    return line if end < 0 else line[:end]
 
 
 def owned_rref(module: nn.Module, interface_cls: Any, scripted: bool, where: str) -> rpc.RRef[Any]:
@@ -64,8 +81,12 @@ def owned_rref(module: nn.Module, interface_cls: Any, scripted: bool, where: str
 
 def local_module(module_rref: rpc.RRef[Any]) -> nn.Module:
     """The module an RRef owns here; an interface-typed RRef yields the bare C++ script module,
-    which gets its Python wrapper back (``train``, ``state_dict``, ``parameters``)."""
-    module = module_rref.local_value()
+    which gets its Python wrapper back (``train``, ``state_dict``, ``parameters``). Where the
+    module was never created, :class:`NotCreated` says why (not torch's text of it)."""
+    try:
+        module = module_rref.local_value()
+    except Exception as error:  # the RRef holds the creation's failure
+        raise NotCreated.of(creation_failure(error)) from None
     if _compat.is_cpp_script_module(module):
         return _compat.wrap_cpp_module(module)
     return module
