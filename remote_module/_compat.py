@@ -11,7 +11,6 @@ was checked on.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,8 +23,11 @@ __all__ = [
     "JIT_PIPELINE",
     "TORCHSCRIPT_NOTICES",
     "TORCH_VERSION",
+    "constant_result",
+    "context_alive",
     "current_context_id",
     "deserialize_rref",
+    "fake_mode",
     "invoke_rpc_torchscript",
     "is_cpp_script_module",
     "jit_enabled",
@@ -38,7 +40,6 @@ __all__ = [
     "script_class_of",
     "script_interface_named",
     "serialize_rref",
-    "untraced",
     "wrap_cpp_module",
 ]
 
@@ -206,6 +207,33 @@ def current_context_id() -> int | None:
         return None
 
 
+def context_alive(context_id: int) -> bool:
+    """Whether the distributed autograd context ``context_id`` still exists here: private
+    ``torch.distributed.autograd._retrieve_context``, checked on 2.6-2.15."""
+    try:
+        dist_autograd._retrieve_context(context_id)
+    except RuntimeError:
+        return False
+    return True
+
+
+def fake_mode() -> Any:
+    """A fake tensor mode in which a real module runs on fake arguments (its own tensors made
+    fake as they are met): private ``torch._subclasses.fake_tensor.FakeTensorMode``, checked
+    on 2.6-2.15."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def constant_result(fn: Callable[..., R]) -> Callable[..., R]:
+    """``torch.compiler.assume_constant_result(fn)`` without importing ``torch._dynamo`` (1.7 s
+    at every import of ours): the mark Dynamo reads, checked on 2.6-2.15. Dynamo calls ``fn``
+    once per trace and keeps its result as a constant."""
+    fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return fn
+
+
 def rpc_started() -> bool:
     """Whether this process has an RPC agent (``init_rpc`` ran, no ``shutdown`` yet): private
     ``rpc._is_current_rpc_agent_set``, checked on 2.6-2.15."""
@@ -215,33 +243,3 @@ def rpc_started() -> bool:
 def rpc_agent() -> Any:
     """This process's RPC agent: private ``rpc._get_current_rpc_agent``, checked on 2.6-2.15."""
     return rpc._get_current_rpc_agent()
-
-
-# --- Dynamo ---------------------------------------------------------------------------------
-
-
-def untraced(fn: Callable[..., R]) -> Callable[..., R]:
-    """``torch.compiler.disable(fn)`` without importing ``torch._dynamo`` (1.7 s), made from
-    the C hook torch loads with itself: Dynamo breaks the graph at a call of it and runs it,
-    and what it calls, untraced. Private ``torch._C._dynamo.eval_frame``, checked on
-    2.6-2.15; where it has ``_FrameExecStrategy`` (2.8 and later) the wrapper's own frame is
-    marked as skipped too, as torch's own disable is (torch's twin lives in a file Dynamo
-    skips)."""
-    import torch._C._dynamo.eval_frame as eval_frame
-
-    def untraced(*args: Any, **kwargs: Any) -> R:
-        prior = eval_frame.set_eval_frame(None)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            eval_frame.set_eval_frame(prior)
-
-    functools.update_wrapper(untraced, fn)
-    untraced._torchdynamo_disable = True  # type: ignore[attr-defined]
-    untraced._torchdynamo_disable_msg = None  # type: ignore[attr-defined]
-    untraced._torchdynamo_orig_callable = fn  # type: ignore[attr-defined]
-    strategy = getattr(eval_frame, "_FrameExecStrategy", None)
-    if strategy is not None:
-        skip = strategy(eval_frame._FrameAction.SKIP, eval_frame._FrameAction.DEFAULT)
-        eval_frame.set_code_exec_strategy(untraced.__code__, skip)
-    return untraced

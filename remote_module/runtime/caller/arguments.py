@@ -23,6 +23,7 @@ from remote_module.runtime.remote_device import parse_remote_device
 __all__ = [
     "callable_name",
     "check_args",
+    "check_fake",
     "check_timeout",
     "check_wire_dtype",
     "is_device_map_set",
@@ -58,6 +59,16 @@ def pick_interface(cls: type[Any], module_interface_cls: Any, legacy: Any) -> An
 
 # RPC keeps timeouts as 32-bit milliseconds, and 0 ms means "never time out".
 _MIN_TIMEOUT_S, _MAX_TIMEOUT_S = 0.001, 2_147_483.0
+
+
+def check_fake(fake: Any) -> Any:
+    """``fake=``: None or a callable (``fn(method_name, *args, **kwargs)``)."""
+    if fake is not None and not callable(fake):
+        raise ValueError(
+            f"RemoteModule fake must be a callable fn(method_name, *args, **kwargs) that "
+            f"returns the method's result in fake tensors, got {fake!r}"
+        )
+    return fake
 
 
 def check_timeout(timeout: float | None) -> float:

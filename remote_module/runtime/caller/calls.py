@@ -18,9 +18,8 @@ from typing import Any, TypeVar
 import torch
 from torch.futures import Future
 
-from remote_module import _compat
 from remote_module.runtime import values
-from remote_module.runtime.caller import failover, pending
+from remote_module.runtime.caller import compiled, failover, pending
 from remote_module.runtime.caller.record import Record
 from remote_module.runtime.caller.replies import wait_returning_rrefs
 from remote_module.runtime.caller.route import Sent
@@ -39,8 +38,8 @@ def call(
     kwargs: Mapping[str, Any] | None = None,
 ) -> R:
     """Run ``method`` on the owner and wait for its result."""
-    if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
-        return _call_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
+    if torch.compiler.is_compiling():  # torch.compile or export: one op of the graph
+        return compiled.call(remote_module, method, args, kwargs)
     sent = _start(remote_module, method, remote_fn, args, hints, kwargs)
     try:
         result = sent.future.wait()
@@ -66,8 +65,10 @@ def call_async(
     ``timeout``; a RemoteModule's first eager call settles its key there, and a call with a
     ``wire_dtype`` casts its result back.
     """
-    if torch.compiler.is_compiling():  # torch.compile: one clean graph break, here
-        return _call_async_eagerly(remote_module, method, remote_fn, args, hints, kwargs)
+    if torch.compiler.is_compiling():  # a Future is no tensor: a graph break, run eagerly
+        return compiled.call_async(
+            remote_module, call_async, method, remote_fn, args, hints, kwargs
+        )
     sent = _start(remote_module, method, remote_fn, args, hints, kwargs)
     route = sent.route
     result: Future[R] = Future()
@@ -143,9 +144,3 @@ def _when_both_done(first: Future[Any], second: Future[Any], then: Callable[[], 
 
     first.add_done_callback(one_done)
     second.add_done_callback(one_done)
-
-
-# What torch.compile runs in place of call/call_async, untraced: Dynamo breaks the graph at
-# the call instead of tracing into RPC internals it cannot follow (and warning about them).
-_call_eagerly = _compat.untraced(call)
-_call_async_eagerly = _compat.untraced(call_async)

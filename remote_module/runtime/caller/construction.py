@@ -29,7 +29,7 @@ from remote_module import _compat, _shared
 from remote_module.runtime import owner, registry
 from remote_module.runtime.caller import arguments, failover, replies, route
 from remote_module.runtime.caller.arguments import is_device_map_set, target
-from remote_module.runtime.caller.record import Creation, Plan, Record
+from remote_module.runtime.caller.record import LIVE, Creation, Plan, Record
 from remote_module.runtime.errors import failure
 from remote_module.runtime.owner.state import Recipe
 
@@ -124,7 +124,8 @@ def initialise(
         state.update(
             (name, value) for name, value in options.items() if value != OPTION_DEFAULTS[name]
         )
-    remote_module._rm_record = record if record is not None else Record(generated)
+    remote_module._rm_record = record = record if record is not None else Record(generated)
+    LIVE[record.local_id] = remote_module  # for the compiled route (runtime.caller.ops)
     _check_attributes(remote_module, methods)
     if module_rref is not None:  # else once the construction's reply is taken (pending)
         route.choose(remote_module)
@@ -164,6 +165,7 @@ def construct(
     wire_dtype: torch.dtype | None = None,
     standby: list[str] | None = None,
     checkpoint_every: int | None = None,
+    fake: Callable[..., Any] | None = None,
 ) -> None:
     """``RemoteModule(...)``: see the class's docstring. Sends the creation and returns: it
     never blocks on the owner (pytorch#58098)."""
@@ -215,6 +217,8 @@ def construct(
         plan = failover.make_plan(seats, checkpoint_every, recipe)
     type_name = module_cls.__qualname__ if isinstance(module_cls, type) else None
     record = Record(generated, creator, type_name, plan)
+    record.fake = arguments.check_fake(fake)
+    record.twin_recipe = (module_cls, args, kwargs)  # the compiled route's meta twin
     if interface_cls is not None:
         record.creation = creation
         record.pending = load
@@ -274,8 +278,10 @@ def from_module_rref(
     _module_interface_cls: Any = None,
     timeout: float | None = None,
     wire_dtype: torch.dtype | None = None,
+    fake: Callable[..., Any] | None = None,
 ) -> T:
     """``RemoteModule.init_from_module_rref``: see its docstring."""
+    fake = arguments.check_fake(fake)
     remote_module = cls.__new__(cls)
     interface_cls = arguments.pick_interface(cls, module_interface_cls, _module_interface_cls)
     placement, move_tensors = _placement(remote_device, interface_cls, module_rref)
@@ -283,7 +289,9 @@ def from_module_rref(
     wire_dtype = arguments.check_wire_dtype(wire_dtype)
     if interface_cls is None:
         generated = registry.non_scriptable_module()
-        initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype)
+        record = Record(generated)
+        record.fake = fake
+        initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype, record)
         return remote_module
     # The owner may never have compiled this interface's remote functions: asked, not awaited
     # (what reaches them waits for it, as after a first construction: runtime.pending).
@@ -301,6 +309,7 @@ def from_module_rref(
         raise failure(error, what, module_rref.owner_name()) from error
     generated = registry.ensure_module(module_name, interface_cls, move_tensors, wired)
     record = Record(generated)
+    record.fake = fake
     record.pending = future
     initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype, record)
     return remote_module

@@ -57,6 +57,10 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
             ``remote_module.OwnerFailover`` from the operation that met the death).
         checkpoint_every: with ``standby``, the owner checkpoints to the standbys by itself
             after every N-th call (``rm.checkpoint()`` does it now).
+        fake: for ``torch.compile`` and ``torch.export``: ``fake(method_name, *args,
+            **kwargs)`` gets fake tensors and returns the method's result in fake tensors, as
+            a ``torch.library.register_fake`` function does. Without it the shapes come from
+            the module built on the meta device here, or from the owner.
 
     Example::
 
@@ -117,6 +121,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         wire_dtype: torch.dtype | None = None,
         standby: list[str] | None = None,
         checkpoint_every: int | None = None,
+        fake: Callable[..., Any] | None = None,
     ) -> None:
         construction.construct(
             self,
@@ -130,6 +135,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
             wire_dtype=wire_dtype,
             standby=standby,
             checkpoint_every=checkpoint_every,
+            fake=fake,
         )
 
     @classmethod
@@ -142,6 +148,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         _module_interface_cls: Any = None,
         timeout: float | None = None,
         wire_dtype: torch.dtype | None = None,
+        fake: Callable[..., Any] | None = None,
     ) -> T:
         """A RemoteModule over an existing module RRef (for example one received over RPC).
 
@@ -156,6 +163,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
             _module_interface_cls=_module_interface_cls,
             timeout=timeout,
             wire_dtype=wire_dtype,
+            fake=fake,
         )
 
     def remote_parameters(self, recurse: bool = True) -> list[rpc.RRef[Parameter]]:

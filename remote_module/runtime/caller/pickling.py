@@ -33,7 +33,14 @@ from remote_module.runtime.caller.construction import (
 )
 from remote_module.runtime.caller.failover import Plan
 
-__all__ = ["PICKLED_ATTRIBUTES", "reduce_remote_module", "reduce_script_module", "register"]
+__all__ = [
+    "PICKLED_ATTRIBUTES",
+    "describe",
+    "rebuild_described",
+    "reduce_remote_module",
+    "reduce_script_module",
+    "register",
+]
 
 _SCRIPTED_OVER_RPC_ERROR = (
     "Passing a script RemoteModule over RPC is not supported. Please create a RemoteModule in "
@@ -54,6 +61,30 @@ def reduce_remote_module(remote_module: Any) -> tuple[Any, tuple[Any, ...]]:
     """A RemoteModule (or subclass) as RPC sends it, as described above."""
     # The receiver calls the owner's remote functions at once: they must be there.
     pending.wait_for_owner(remote_module, "sending over RPC")
+    cls, values, options, sent_plan = _state(remote_module)
+    values["module_rref"] = _compat.serialize_rref(remote_module.module_rref)
+    return owner.receive, (_rebuild, cls, *values.values(), options, sent_plan)
+
+
+def describe(remote_module: Any) -> tuple[Any, ...]:
+    """What rebuilds ``remote_module`` in another process, given an RRef to its module
+    (:func:`rebuild_described`): what RPC sends of it, less the RRef. Its owner keeps it for
+    compiled graphs and exported programs that name the module (``owner.name_for_graphs``)."""
+    pending.wait_for_owner(remote_module, "torch.compile")
+    cls, values, options, sent_plan = _state(remote_module)
+    del values["module_rref"]
+    return (cls, tuple(values.values()), options, sent_plan)
+
+
+def rebuild_described(description: tuple[Any, ...], module_rref: Any) -> Any:
+    """The RemoteModule :func:`describe` described, over ``module_rref``."""
+    cls, values, options, sent_plan = description
+    sent = (*values, module_rref)  # module_rref is the last of the six attributes
+    return _rebuild(cls, *sent, options, sent_plan, rref_sent=False)
+
+
+def _state(remote_module: Any) -> tuple[Any, dict[str, Any], dict[str, Any], Any]:
+    """Its class's name, its six attributes, the options set and its sent failover plan."""
     generated = remote_module._rm_record.generated
     spec = _GeneratedMethods(
         generated.__name__,
@@ -62,22 +93,23 @@ def reduce_remote_module(remote_module: Any) -> tuple[Any, tuple[Any, ...]]:
     )
     values = {name: getattr(remote_module, name) for name in PICKLED_ATTRIBUTES}
     values["generated_methods"] = spec
-    values["module_rref"] = _compat.serialize_rref(remote_module.module_rref)
     options = options_set(remote_module)  # only where set
     plan = remote_module._rm_record.failover  # with standbys: who can take over, and how
     sent_plan = None if plan is None else plan.sent()
     # Its class by name: a typed class lives in a generated package, imported top-down.
     cls = (type(remote_module).__module__, type(remote_module).__qualname__)
-    return owner.receive, (_rebuild, cls, *values.values(), options, sent_plan)
+    return cls, values, options, sent_plan
 
 
-def _rebuild(cls_name: tuple[str, str], *values: Any) -> Any:
+def _rebuild(cls_name: tuple[str, str], *values: Any, rref_sent: bool = True) -> Any:
     """The RemoteModule a message carried, on its receiver (through ``owner.receive``)."""
     *sent, options, sent_plan = values
     cls = getattr(registry.import_generated(cls_name[0]), cls_name[1])
     attributes = dict(zip(PICKLED_ATTRIBUTES, sent, strict=True))
     spec = attributes.pop("generated_methods")
-    module_rref = _compat.deserialize_rref(attributes.pop("module_rref"))
+    module_rref = attributes.pop("module_rref")
+    if rref_sent:
+        module_rref = _compat.deserialize_rref(module_rref)
     # A wire dtype that travelled needs the wire twins here too (their schema to send calls).
     module_name, interface_cls, move_tensors = spec
     wired = "wire_dtype" in options

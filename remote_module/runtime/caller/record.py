@@ -18,7 +18,11 @@ RemoteModule (not in its ``__dict__``, which TorchScript walks and torch's tests
   known;
 - ``failover``: with standbys, its failover plan (which seat owns it now, who can take over,
   how to build it there), and ``ticket``, what a call tells the owner when it counts calls
-  for ``checkpoint_every`` (see ``remote_module.runtime.caller.failover``).
+  for ``checkpoint_every`` (see ``remote_module.runtime.caller.failover``);
+- for the compiled route (``remote_module.runtime.caller.ops``): ``local_id``, its number in
+  this process (:data:`LIVE`), ``graph_key`` and ``graph_keeper``, the key graphs name it by
+  and what holds it on the owner; ``fake``, ``twin_recipe``, ``twin`` and ``fake_answers``,
+  what finds a call's result shapes (``remote_module.runtime.caller.fakes``).
 
 Each field has one owner of its transitions (modules of ``remote_module.runtime.caller``):
 ``creation`` is set by the constructor and taken by ``pending``, which sets and clears
@@ -29,16 +33,23 @@ once, by ``construction``. :class:`Creation` and :class:`Plan` are parts of the 
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import types
+import weakref
 from typing import Any, NamedTuple
 
 from torch.futures import Future
 
 from remote_module.runtime.owner.state import Recipe, Seat, Ticket
 
-__all__ = ["Creation", "Plan", "Promotion", "Record"]
+__all__ = ["LIVE", "Creation", "Plan", "Promotion", "Record"]
+
+# local_id -> every RemoteModule of this process (the compiled route names them by it). A
+# string: Dynamo may make an int that differs between traces symbolic, never a string.
+LIVE: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+_local_ids = itertools.count()
 
 
 class Record:
@@ -48,13 +59,20 @@ class Record:
         "creation",
         "creator",
         "failover",
+        "fake",
+        "fake_answers",
         "filing",
         "generated",
+        "graph_keeper",
+        "graph_key",
         "keeper",
+        "local_id",
         "pending",
         "reference",
         "route",
         "ticket",
+        "twin",
+        "twin_recipe",
         "type_name",
     )
 
@@ -81,6 +99,15 @@ class Record:
         self.filing: Future[Any] | None = None
         # How calls reach the owner now (runtime.caller.route); None until the RRef is known.
         self.route: Any = None
+        # The compiled route: this RemoteModule's number here, its key in graphs (and what
+        # holds that key on the owner), and what gives its calls' result shapes.
+        self.local_id = f"rm{next(_local_ids)}"
+        self.graph_key: str | None = None
+        self.graph_keeper: Any = None
+        self.fake: Any = None
+        self.twin_recipe: tuple[Any, Any, Any] | None = None
+        self.twin: Any = None
+        self.fake_answers: dict[Any, Any] = {}
         # Standbys: the failover plan; with checkpoint_every, the owner counts calls by ticket.
         self.failover = failover
         # (a plain tuple: it travels with every counted call)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import io
 import sys
+import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -33,7 +34,7 @@ from torch.futures import Future
 from torch.nn.parameter import Parameter
 
 from remote_module import _compat, _shared
-from remote_module.runtime import registry, values
+from remote_module.runtime import layouts, registry, values
 from remote_module.runtime.errors import (
     CreationFailure,
     RemoteFailure,
@@ -43,7 +44,7 @@ from remote_module.runtime.errors import (
 )
 from remote_module.runtime.owner import checkpoints, table
 from remote_module.runtime.owner.creation import create_module, local_module, owned_rref
-from remote_module.runtime.owner.state import Owned, Recipe, Seat
+from remote_module.runtime.owner.state import STATE, Owned, Recipe, Seat
 
 __all__ = [
     "Call",
@@ -52,12 +53,15 @@ __all__ = [
     "create",
     "create_with_interface",
     "cut_checkpoint",
+    "describe_for_graphs",
+    "fake_run",
     "file_keyed",
     "keep_checkpoint",
     "keyed_module",
     "load_generated",
     "load_script_module",
     "load_state_dict",
+    "name_for_graphs",
     "parameter_rrefs",
     "promote",
     "receive",
@@ -222,6 +226,69 @@ def _in_script_family(remote_fn: Callable[..., Any]) -> bool:
     module = sys.modules.get(getattr(remote_fn, "__module__", ""))
     interface_cls = getattr(module, _shared.INTERFACE_CLASS, None)
     return interface_cls is not None and _shared.is_script_interface(interface_cls)
+
+
+# --- Graphs: the compiled route --------------------------------------------------------------
+
+
+def name_for_graphs(
+    module_rref: rpc.RRef[Any], description: Any, interface_cls: Any, scripted: bool
+) -> tuple[int, rpc.RRef[table.Keeper] | None]:
+    """File the module under a key that compiled graphs and exported programs name it by
+    (``remote_module::call``'s ``"<this worker>/<key>"``), with ``description``, what
+    rebuilds a RemoteModule over it in another process (``describe_for_graphs``): an eager
+    module weakly (the entry lives as long as the module), a scripted one while the keeper
+    this returns lives (None: no keeper)."""
+    module = module_rref.local_value()
+    key = None if _compat.is_cpp_script_module(module) else table.file(module)
+    keeper = None
+    if key is None:
+        key, keeper = table.file_keyed(module)
+    else:
+        weakref.finalize(module, STATE.graphs.pop, key, None)
+    STATE.graphs[key] = (description, interface_cls, scripted)
+    return key, keeper
+
+
+def describe_for_graphs(key: int) -> tuple[rpc.RRef[Any], Any] | RemoteFailure:
+    """An RRef to the module filed under ``key`` by :func:`name_for_graphs`, and its
+    description; a :class:`RemoteFailure` once it is gone."""
+    entry = STATE.graphs.get(key)
+    module = STATE.modules.get(key) if entry is not None else None
+    if entry is not None and module is None:
+        module = STATE.held.get(key)
+    if entry is None or module is None:
+        return RemoteFailure(
+            "RuntimeError",
+            f"no RemoteModule has id {key} on this worker any more (its module was freed)",
+            "",
+        )
+    description, interface_cls, scripted = entry
+    if _compat.is_cpp_script_module(module):
+        module = _compat.wrap_cpp_module(module)
+    return owned_rref(module, interface_cls, scripted, "for a graph"), description
+
+
+def fake_run(
+    module_rref: rpc.RRef[Any], method: str, layout: str, metas: tuple[Any, ...]
+) -> tuple[str, list[tuple[tuple[int, ...], str]]] | RemoteFailure:
+    """``method`` of the module run on fake arguments of these shapes and dtypes (``layout``
+    and ``metas``, as ``remote_module.runtime.layouts`` writes them): the result's layout and
+    the shapes and dtypes of its tensors, which a caller's trace needs."""
+    try:
+        module = local_module(module_rref)
+        with _compat.fake_mode():
+            tensors = [
+                torch.empty(shape, dtype=getattr(torch, dtype.removeprefix("torch.")))
+                for shape, dtype in metas
+            ]
+            args, kwargs = layouts.arguments(layout, tensors)
+            result = getattr(module, method)(*args, **kwargs)
+        found: list[torch.Tensor] = []
+        tree = layouts.encode(layouts.skeleton(result, found))
+        return tree, [(tuple(int(size) for size in t.shape), str(t.dtype)) for t in found]
+    except Exception as error:
+        return _as_failure(error)
 
 
 # --- A RemoteModule's own requests ---------------------------------------------------------------

@@ -103,6 +103,9 @@ class OwnerState:
         self.owned: dict[str, Owned] = {}
         # identity -> what this process keeps as a standby of that RemoteModule.
         self.standing: dict[str, Standing] = {}
+        # key -> what rebuilds a RemoteModule over the module filed under it, for graphs
+        # that name it (the compiled route): its description, interface and scripted flag.
+        self.graphs: dict[int, tuple[Any, Any, bool]] = {}
         # (generated module, function) -> the remote function a call names, once loaded.
         self.functions: dict[tuple[str, str], Callable[..., Any]] = {}
 

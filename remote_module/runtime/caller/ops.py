@@ -1,0 +1,193 @@
+"""The ops of the compiled route, in torch's op namespace ``remote_module``: one per remote
+call of a compiled or exported graph (``remote_module::call``), and its backward
+(``remote_module::call_backward``). Registered when remote_module is imported, so that a
+program saved with ``torch.export.save`` loads in any process that imported it.
+
+``call(key, method, layout, tensors, wants) -> tensors``:
+
+- ``key`` names the RemoteModule in any process of the RPC group: ``"<owner>/<id>"``, the
+  module's id in its owner's table (:func:`key_of` files it there once, with what rebuilds a
+  RemoteModule over it; :func:`resolve` finds it here, or asks the owner);
+- ``layout`` and ``tensors`` are the call's arguments (``remote_module.runtime.layouts``);
+- ``wants`` says which of the tensors the graph wants a gradient for.
+
+It runs the RemoteModule's generated method, so the call goes the RemoteModule's route with
+everything a route carries (wire dtype, timeout, failover, counting). It returns the result's
+tensors and, last, a handle: where the call was recorded for distributed autograd, the
+backward finds its recording by it (:mod:`remote_module.runtime.caller.recorded`). Its fake
+kernel gives the result's tensors without running the module
+(``remote_module.runtime.caller.fakes``) and notes the result's layout, which the traced code
+rebuilds the result from (:func:`result_layout`).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import torch
+import torch.distributed.rpc as rpc
+
+from remote_module import _shared
+from remote_module.runtime import layouts, owner
+from remote_module.runtime.caller import fakes, pickling, recorded
+from remote_module.runtime.caller.record import LIVE
+from remote_module.runtime.errors import RemoteFailure, failure
+
+__all__ = ["key_of", "resolve", "result_layout"]
+
+_lock = threading.Lock()
+# key -> the RemoteModule of this process it names (made here, or rebuilt from its owner's
+# description: those are kept, as a RemoteModule holds its module).
+_named: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+_rebuilt: dict[str, Any] = {}
+# (key, method, argument layout) -> the result's layout.
+_results: dict[tuple[str, str, str], Any] = {}
+
+
+def key_of(local_id: str) -> str:
+    """The key of this process's RemoteModule ``local_id``: filed on its owner the first time
+    (``owner.name_for_graphs``), with what rebuilds a RemoteModule over it elsewhere."""
+    remote_module = LIVE[local_id]
+    record = remote_module._rm_record
+    if record.graph_key is None:
+        module_rref = remote_module.module_rref  # the construction's reply taken
+        description = pickling.describe(remote_module)
+        interface_cls = getattr(record.generated, _shared.INTERFACE_CLASS, None)
+        naming = (module_rref, description, interface_cls, remote_module.is_scriptable)
+        try:
+            number, keeper = rpc.rpc_sync(
+                module_rref.owner(),
+                owner.name_for_graphs,
+                naming,
+                timeout=0,  # the reply may carry an RRef (runtime.caller.replies)
+            )
+        except Exception as error:
+            raise failure(error, "torch.compile", module_rref.owner_name()) from error
+        record.graph_keeper = keeper
+        record.graph_key = f"{module_rref.owner_name()}/{number}"
+    with _lock:
+        _named[record.graph_key] = remote_module
+    return str(record.graph_key)
+
+
+def resolve(key: str) -> Any:
+    """The RemoteModule ``key`` names: this process's own, or one rebuilt from its owner's
+    description (asked once)."""
+    with _lock:
+        found = _named.get(key) or _rebuilt.get(key)
+    if found is not None:
+        return found
+    worker, _, number = key.rpartition("/")
+    if not worker or not number.isdigit():
+        raise ValueError(f"remote_module: {key!r} is not a RemoteModule key ('<owner>/<id>')")
+    try:
+        reply = rpc.rpc_sync(worker, owner.describe_for_graphs, (int(number),), timeout=0)
+    except Exception as error:
+        raise failure(error, f"resolving {key!r}", worker) from error
+    if isinstance(reply, RemoteFailure):
+        raise reply.error(f"resolving {key!r}", worker)
+    module_rref, description = reply
+    remote_module = pickling.rebuild_described(description, module_rref)
+    with _lock:
+        _rebuilt[key] = remote_module
+    return remote_module
+
+
+def result_layout(key: str, method: str, layout: str) -> Any:
+    """The layout of ``method``'s result for arguments of ``layout`` (noted by the op)."""
+    with _lock:
+        found = _results.get((key, method, layout))
+    if found is None:
+        raise RuntimeError(
+            f"remote_module: no result layout for {method} of {key} (the op did not run)"
+        )
+    return found
+
+
+def _note(key: str, method: str, layout: str, result: Any) -> list[torch.Tensor]:
+    """``result``'s tensors, its layout noted for :func:`result_layout`."""
+    tensors: list[torch.Tensor] = []
+    tree = layouts.skeleton(result, tensors)
+    layouts.encode(tree)  # its NamedTuple classes noted, where traced code reads them
+    with _lock:
+        _results[(key, method, layout)] = tree
+    return tensors
+
+
+# --- remote_module::call ---------------------------------------------------------------------
+
+
+@torch.library.custom_op(
+    "remote_module::call",
+    mutates_args=(),
+    schema="(str key, str method, str layout, Tensor[] tensors, bool[] wants) -> Tensor[]",
+)
+def _call(
+    key: str, method: str, layout: str, tensors: list[torch.Tensor], wants: list[bool]
+) -> list[torch.Tensor]:
+    remote_module = resolve(key)
+    recording = None
+    if any(wants):
+        tensors, recording = recorded.start(remote_module, method, tensors, wants)
+    if recording is None:
+        args, kwargs = layouts.arguments(layout, tensors)
+        result = getattr(remote_module, method)(*args, **kwargs)
+        return [*_note(key, method, layout, result), torch.tensor(-1)]
+    with torch.enable_grad():  # recorded, as an eager call in the context
+        args, kwargs = layouts.arguments(layout, tensors)
+        result = getattr(remote_module, method)(*args, **kwargs)
+    recording.outputs = _note(key, method, layout, result)
+    outputs = [output.detach() for output in recording.outputs]
+    return [*outputs, torch.tensor(recording.handle)]
+
+
+@_call.register_fake
+def _call_fake(
+    key: str, method: str, layout: str, tensors: list[torch.Tensor], wants: list[bool]
+) -> list[torch.Tensor]:
+    remote_module = resolve(key)
+    args, kwargs = layouts.arguments(layout, tensors)
+    result = fakes.fake_result(remote_module, method, args, kwargs)
+    outputs = [torch.empty_like(tensor) for tensor in _note(key, method, layout, result)]
+    return [*outputs, torch.empty((), dtype=torch.int64)]
+
+
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    key, _, _, tensors, wants = inputs
+    ctx.key = key
+    ctx.wants = list(wants)
+    ctx.save_for_backward(output[-1], *(t for t, w in zip(tensors, wants, strict=True) if w))
+
+
+def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
+    handle, *wanted = ctx.saved_tensors
+    if not wanted:
+        return None, None, None, None, None
+    got = iter(torch.ops.remote_module.call_backward(ctx.key, handle, wanted, list(grads[:-1])))
+    return None, None, None, [next(got) if w else None for w in ctx.wants], None
+
+
+_call.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --- remote_module::call_backward ------------------------------------------------------------
+
+
+@torch.library.custom_op(
+    "remote_module::call_backward",
+    mutates_args=(),
+    schema="(str key, Tensor handle, Tensor[] inputs, Tensor?[] grads) -> Tensor[]",
+)
+def _call_backward(
+    key: str, handle: torch.Tensor, inputs: list[torch.Tensor], grads: list[torch.Tensor | None]
+) -> list[torch.Tensor]:
+    return recorded.backward(resolve(key), int(handle), inputs, grads)
+
+
+@_call_backward.register_fake
+def _call_backward_fake(
+    key: str, handle: torch.Tensor, inputs: list[torch.Tensor], grads: list[torch.Tensor | None]
+) -> list[torch.Tensor]:
+    return [torch.empty_like(tensor) for tensor in inputs]
