@@ -31,6 +31,7 @@ __all__ = [
     "invoke_rpc_torchscript",
     "is_cpp_script_module",
     "jit_enabled",
+    "outside_fake_mode",
     "profiler_enabled",
     "qualified_name",
     "register_rpc_reducer",
@@ -232,6 +233,15 @@ def constant_result(fn: Callable[..., R]) -> Callable[..., R]:
     once per trace and keeps its result as a constant."""
     fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
     return fn
+
+
+def outside_fake_mode() -> Any:
+    """A context in which the fake tensor mode of a trace is off (a module built for real in
+    the middle of a fake kernel): private ``torch._subclasses.fake_tensor``'s
+    ``unset_fake_temporarily``, checked on 2.6-2.15."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    return unset_fake_temporarily()
 
 
 def rpc_started() -> bool:

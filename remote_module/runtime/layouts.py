@@ -5,7 +5,9 @@ owner reads them too, for its fake runs).
 A layout is a tree of tuples: ``("T",)`` a tensor (the next of the op's tensors), ``("c", v)``
 a constant (a number, bool, string or None), ``("t", items)``, ``("l", items)``, ``("d", keys,
 items)`` and ``("n", "module:QualName", items)`` a tuple, list, dict or NamedTuple. On the
-op's string argument it is JSON (lists for tuples).
+op's string argument it is JSON (lists for tuples). In a result, a number or bool is a value,
+not a constant: ``("s",)``, carried as a 0-d tensor of the op and read back with ``.item()``
+(torch.compile needs ``torch._dynamo.config.capture_scalar_outputs`` for that in one graph).
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ __all__ = [
     "arguments",
     "decode",
     "encode",
+    "fake_rebuild",
     "from_text",
     "named_class",
     "rebuild",
+    "result_skeleton",
     "skeleton",
 ]
 
@@ -51,6 +55,25 @@ def skeleton(value: Any, tensors: list[torch.Tensor]) -> Any:
     return ("c", value)
 
 
+def result_skeleton(value: Any, tensors: list[torch.Tensor]) -> Any:
+    """:func:`skeleton` of a call's result: its numbers and bools carried as 0-d tensors."""
+    if isinstance(value, (bool, int, float)) and not isinstance(value, torch.Tensor):
+        tensors.append(torch.tensor(value))
+        return ("s",)
+    if isinstance(value, torch.Tensor) or not isinstance(value, (tuple, list, dict)):
+        return skeleton(value, tensors)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        cls = type(value)
+        name = f"{cls.__module__}:{cls.__qualname__}"
+        return ("n", name, tuple(result_skeleton(item, tensors) for item in value))
+    if isinstance(value, tuple):
+        return ("t", tuple(result_skeleton(item, tensors) for item in value))
+    if isinstance(value, list):
+        return ("l", tuple(result_skeleton(item, tensors) for item in value))
+    keys = tuple(value)
+    return ("d", keys, tuple(result_skeleton(value[key], tensors) for key in keys))
+
+
 def encode(layout: Any) -> str:
     """A layout as the op's string argument (JSON, deterministic)."""
     _note_classes(layout)
@@ -72,6 +95,8 @@ def _build(layout: Any, tensors: Any) -> Any:
     kind = layout[0]
     if kind == "T":
         return next(tensors)
+    if kind == "s":
+        return next(tensors).item()
     if kind == "c":
         return layout[1]
     if kind == "t":
@@ -89,6 +114,29 @@ def from_text(text: str, tensors: list[torch.Tensor]) -> Any:
     tree = decode(text)
     _note_classes(tree)
     return rebuild(tree, tensors)
+
+
+def fake_rebuild(layout: Any, tensors: list[torch.Tensor]) -> Any:
+    """A result as a fake run describes it: its numbers (fake 0-d tensors there) as
+    placeholders of their type, the rest as :func:`rebuild` makes it."""
+    _note_classes(layout)
+    kept: list[torch.Tensor] = []
+    return rebuild(_placeheld(layout, iter(tensors), kept), kept)
+
+
+def _placeheld(layout: Any, tensors: Any, kept: list[torch.Tensor]) -> Any:
+    kind = layout[0]
+    if kind == "T":
+        kept.append(next(tensors))
+        return layout
+    if kind == "s":
+        dtype = next(tensors).dtype
+        return ("c", False if dtype == torch.bool else 0.0 if dtype.is_floating_point else 0)
+    if kind in ("t", "l"):
+        return (kind, [_placeheld(item, tensors, kept) for item in layout[1]])
+    if kind in ("d", "n"):
+        return (kind, layout[1], [_placeheld(item, tensors, kept) for item in layout[2]])
+    return layout
 
 
 def arguments(layout: str, tensors: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:

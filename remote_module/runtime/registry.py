@@ -23,9 +23,9 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from remote_module import _torchscript
+from remote_module import _shared, _torchscript
 from remote_module._shared import (
     NON_SCRIPTABLE_MODULE,
     StaleGeneratedModuleWarning,
@@ -44,9 +44,11 @@ __all__ = [
     "compile_remote_functions",
     "ensure_module",
     "import_generated",
+    "in_script_family",
     "interface_model",
     "non_scriptable_module",
     "register",
+    "remote_function",
     "scriptable_module",
     "scriptable_module_name",
 ]
@@ -323,3 +325,22 @@ def _warn_stale(message: str) -> None:
 
 def _qualified_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def remote_function(function: tuple[str, str] | Callable[..., Any]) -> Callable[..., Any]:
+    """The remote function a message names by its generated module's and its own names
+    (that module imported, top-down, if this process has not yet), or the function itself."""
+    if type(function) is not tuple:
+        return function  # type: ignore[return-value]
+    module_name, name = function
+    module = sys.modules.get(module_name)
+    if module is None or getattr(module.__spec__, "_initializing", False):
+        module = import_generated(module_name)
+    return getattr(module, name)
+
+
+def in_script_family(remote_fn: Callable[..., Any]) -> bool:
+    """Whether ``remote_fn`` comes from a generated module of a TorchScript interface."""
+    module = sys.modules.get(getattr(remote_fn, "__module__", ""))
+    interface_cls = getattr(module, _shared.INTERFACE_CLASS, None)
+    return interface_cls is not None and _shared.is_script_interface(interface_cls)

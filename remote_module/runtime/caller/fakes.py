@@ -23,6 +23,7 @@ import torch
 import torch.distributed.rpc as rpc
 from torch import nn
 
+from remote_module import _compat
 from remote_module.runtime import layouts, owner
 from remote_module.runtime.errors import RemoteFailure
 
@@ -76,7 +77,7 @@ def _twin(remote_module: Any, reasons: list[str]) -> nn.Module | None:
             return record.twin
         module_cls, args, kwargs = record.twin_recipe
         try:
-            with torch.device("meta"):
+            with _compat.outside_fake_mode(), torch.device("meta"):
                 twin = module_cls(*args, **kwargs)
             if not isinstance(twin, nn.Module):
                 raise TypeError(f"module_cls returned {type(twin).__name__}")
@@ -124,4 +125,4 @@ def _asked(remote_module: Any, method: str, args: tuple[Any, ...], kwargs: Any) 
         torch.empty(shape, dtype=getattr(torch, dtype.removeprefix("torch.")))
         for shape, dtype in result_metas
     ]
-    return layouts.from_text(tree, results)
+    return layouts.fake_rebuild(layouts.decode(tree), results)

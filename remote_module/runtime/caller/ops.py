@@ -109,11 +109,28 @@ def result_layout(key: str, method: str, layout: str) -> Any:
 def _note(key: str, method: str, layout: str, result: Any) -> list[torch.Tensor]:
     """``result``'s tensors, its layout noted for :func:`result_layout`."""
     tensors: list[torch.Tensor] = []
-    tree = layouts.skeleton(result, tensors)
+    tree = layouts.result_skeleton(result, tensors)
     layouts.encode(tree)  # its NamedTuple classes noted, where traced code reads them
     with _lock:
         _results[(key, method, layout)] = tree
     return tensors
+
+
+def _unaliased(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``tensors``, contiguous, each one that shares its storage with an earlier one copied: an
+    op's outputs may not alias each other (views of one result arrive over RPC as views), and
+    its fake kernel says they are contiguous."""
+    seen: set[int] = set()
+    unaliased = []
+    for tensor in tensors:
+        storage = tensor.untyped_storage().data_ptr()
+        if storage in seen and tensor.numel():
+            tensor = tensor.clone(memory_format=torch.contiguous_format)
+        else:
+            tensor = tensor.contiguous()
+        seen.add(storage)
+        unaliased.append(tensor)
+    return unaliased
 
 
 # --- remote_module::call ---------------------------------------------------------------------
@@ -134,12 +151,12 @@ def _call(
     if recording is None:
         args, kwargs = layouts.arguments(layout, tensors)
         result = getattr(remote_module, method)(*args, **kwargs)
-        return [*_note(key, method, layout, result), torch.tensor(-1)]
+        return [*_unaliased(_note(key, method, layout, result)), torch.tensor(-1)]
     with torch.enable_grad():  # recorded, as an eager call in the context
         args, kwargs = layouts.arguments(layout, tensors)
         result = getattr(remote_module, method)(*args, **kwargs)
     recording.outputs = _note(key, method, layout, result)
-    outputs = [output.detach() for output in recording.outputs]
+    outputs = _unaliased([output.detach() for output in recording.outputs])
     return [*outputs, torch.tensor(recording.handle)]
 
 
@@ -150,7 +167,9 @@ def _call_fake(
     remote_module = resolve(key)
     args, kwargs = layouts.arguments(layout, tensors)
     result = fakes.fake_result(remote_module, method, args, kwargs)
-    outputs = [torch.empty_like(tensor) for tensor in _note(key, method, layout, result)]
+    # Contiguous, as the real kernel's outputs are (_unaliased).
+    found = _note(key, method, layout, result)
+    outputs = [torch.empty(tensor.shape, dtype=tensor.dtype) for tensor in found]
     return [*outputs, torch.empty((), dtype=torch.int64)]
 
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import collections
 import io
-import sys
-import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -34,7 +32,7 @@ from torch.futures import Future
 from torch.nn.parameter import Parameter
 
 from remote_module import _compat, _shared
-from remote_module.runtime import layouts, registry, values
+from remote_module.runtime import registry, values
 from remote_module.runtime.errors import (
     CreationFailure,
     RemoteFailure,
@@ -42,9 +40,9 @@ from remote_module.runtime.errors import (
     remote_failure,
     short,
 )
-from remote_module.runtime.owner import checkpoints, table
+from remote_module.runtime.owner import checkpoints, graphs, table
 from remote_module.runtime.owner.creation import create_module, local_module, owned_rref
-from remote_module.runtime.owner.state import STATE, Owned, Recipe, Seat
+from remote_module.runtime.owner.state import Owned, Recipe, Seat
 
 __all__ = [
     "Call",
@@ -77,8 +75,6 @@ __all__ = [
 # the table (None when it has none), or why the module could not be created.
 FirstReply = tuple[Any, int | None] | CreationFailure
 
-# A remote function as a message names it: (generated module, function), or one of ours here.
-RemoteFunction = tuple[str, str] | Callable[..., Any]
 
 
 # --- Creating a module ---------------------------------------------------------------------------
@@ -159,7 +155,7 @@ def run(call: Call, *args: Any, **kwargs: Any) -> Any:
         key = table.file(module)
         if key is not None:
             reference = key
-    remote_fn = _function(call.function)
+    remote_fn = registry.remote_function(call.function)
     wire_dtype = call.wire_dtype
     if wire_dtype is not None:
         carried, *rest = args
@@ -169,7 +165,7 @@ def run(call: Call, *args: Any, **kwargs: Any) -> Any:
     result = remote_fn(reference, call.device, call.is_device_map_set, *args, **kwargs)
     if wire_dtype is not None:
         back: list[torch.Tensor] = []
-        named = not _in_script_family(remote_fn)
+        named = not registry.in_script_family(remote_fn)
         result = (values.cast_to_wire(result, wire_dtype, back, named), back)
     if call.ticket is not None:
         _count(reference, call.ticket)
@@ -210,83 +206,28 @@ def keyed_module(key: int) -> Any:
     return module
 
 
-def _function(function: RemoteFunction) -> Callable[..., Any]:
-    """The remote function a message names: a generated module's (imported, top-down, if this
-    process has not yet), or one of this module's."""
-    if type(function) is not tuple:
-        return function  # type: ignore[return-value]
-    module_name, name = function
-    module = sys.modules.get(module_name)
-    if module is None or getattr(module.__spec__, "_initializing", False):
-        module = registry.import_generated(module_name)
-    return getattr(module, name)
-
-
-def _in_script_family(remote_fn: Callable[..., Any]) -> bool:
-    module = sys.modules.get(getattr(remote_fn, "__module__", ""))
-    interface_cls = getattr(module, _shared.INTERFACE_CLASS, None)
-    return interface_cls is not None and _shared.is_script_interface(interface_cls)
-
-
-# --- Graphs: the compiled route --------------------------------------------------------------
+# --- Graphs: the compiled route (owner/graphs.py) --------------------------------------------
 
 
 def name_for_graphs(
     module_rref: rpc.RRef[Any], description: Any, interface_cls: Any, scripted: bool
 ) -> tuple[int, rpc.RRef[table.Keeper] | None]:
     """File the module under a key that compiled graphs and exported programs name it by
-    (``remote_module::call``'s ``"<this worker>/<key>"``), with ``description``, what
-    rebuilds a RemoteModule over it in another process (``describe_for_graphs``): an eager
-    module weakly (the entry lives as long as the module), a scripted one while the keeper
-    this returns lives (None: no keeper)."""
-    module = module_rref.local_value()
-    key = None if _compat.is_cpp_script_module(module) else table.file(module)
-    keeper = None
-    if key is None:
-        key, keeper = table.file_keyed(module)
-    else:
-        weakref.finalize(module, STATE.graphs.pop, key, None)
-    STATE.graphs[key] = (description, interface_cls, scripted)
-    return key, keeper
+    (``graphs.name``)."""
+    return graphs.name(module_rref, description, interface_cls, scripted)
 
 
 def describe_for_graphs(key: int) -> tuple[rpc.RRef[Any], Any] | RemoteFailure:
-    """An RRef to the module filed under ``key`` by :func:`name_for_graphs`, and its
-    description; a :class:`RemoteFailure` once it is gone."""
-    entry = STATE.graphs.get(key)
-    module = STATE.modules.get(key) if entry is not None else None
-    if entry is not None and module is None:
-        module = STATE.held.get(key)
-    if entry is None or module is None:
-        return RemoteFailure(
-            "RuntimeError",
-            f"no RemoteModule has id {key} on this worker any more (its module was freed)",
-            "",
-        )
-    description, interface_cls, scripted = entry
-    if _compat.is_cpp_script_module(module):
-        module = _compat.wrap_cpp_module(module)
-    return owned_rref(module, interface_cls, scripted, "for a graph"), description
+    """An RRef to the module filed under ``key`` for graphs, and its description."""
+    return graphs.describe(key)
 
 
 def fake_run(
     module_rref: rpc.RRef[Any], method: str, layout: str, metas: tuple[Any, ...]
 ) -> tuple[str, list[tuple[tuple[int, ...], str]]] | RemoteFailure:
-    """``method`` of the module run on fake arguments of these shapes and dtypes (``layout``
-    and ``metas``, as ``remote_module.runtime.layouts`` writes them): the result's layout and
-    the shapes and dtypes of its tensors, which a caller's trace needs."""
+    """``method`` of the module run on fake arguments (``graphs.fake_run``)."""
     try:
-        module = local_module(module_rref)
-        with _compat.fake_mode():
-            tensors = [
-                torch.empty(shape, dtype=getattr(torch, dtype.removeprefix("torch.")))
-                for shape, dtype in metas
-            ]
-            args, kwargs = layouts.arguments(layout, tensors)
-            result = getattr(module, method)(*args, **kwargs)
-        found: list[torch.Tensor] = []
-        tree = layouts.encode(layouts.skeleton(result, found))
-        return tree, [(tuple(int(size) for size in t.shape), str(t.dtype)) for t in found]
+        return graphs.fake_run(local_module(module_rref), method, layout, metas)
     except Exception as error:
         return _as_failure(error)
 
