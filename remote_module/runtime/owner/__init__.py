@@ -76,7 +76,6 @@ __all__ = [
 FirstReply = tuple[Any, int | None] | CreationFailure
 
 
-
 # --- Creating a module ---------------------------------------------------------------------------
 
 
