@@ -158,3 +158,10 @@ def run_saved_program(path: str, x: Tensor) -> Tensor:
 
     program = torch.export.load(path)
     return typing.cast(Tensor, program.module()(x))
+
+
+def graph_filed(key: int) -> bool:
+    """On an owner: whether a module is still filed for graphs under ``key``."""
+    from remote_module.runtime.owner.state import STATE
+
+    return key in STATE.graphs

@@ -82,17 +82,24 @@ def resolve(key: str) -> Any:
     worker, _, number = key.rpartition("/")
     if not worker or not number.isdigit():
         raise ValueError(f"remote_module: {key!r} is not a RemoteModule key ('<owner>/<id>')")
-    try:
-        reply = rpc.rpc_sync(worker, owner.describe_for_graphs, (int(number),), timeout=0)
-    except Exception as error:
-        raise failure(error, f"resolving {key!r}", worker) from error
-    if isinstance(reply, RemoteFailure):
-        raise reply.error(f"resolving {key!r}", worker)
-    module_rref, description = reply
+    description = _ask(worker, owner.describe_for_graphs, int(number), key)
+    # Its interface compiled here first: a scripted module's RRef is typed as it.
+    pickling.load_described(description)
+    module_rref = _ask(worker, owner.reference_for_graphs, int(number), key)
     remote_module = pickling.rebuild_described(description, module_rref)
     with _lock:
         _rebuilt[key] = remote_module
     return remote_module
+
+
+def _ask(worker: str, request: Any, number: int, key: str) -> Any:
+    try:  # (no deadline: a reply may carry an RRef)
+        reply = rpc.rpc_sync(worker, request, (number,), timeout=0)
+    except Exception as error:
+        raise failure(error, f"resolving {key!r}", worker) from error
+    if isinstance(reply, RemoteFailure):
+        raise reply.error(f"resolving {key!r}", worker)
+    return reply
 
 
 def result_layout(key: str, method: str, layout: str) -> Any:

@@ -36,6 +36,7 @@ from remote_module.runtime.caller.failover import Plan
 __all__ = [
     "PICKLED_ATTRIBUTES",
     "describe",
+    "load_described",
     "rebuild_described",
     "reduce_remote_module",
     "reduce_script_module",
@@ -74,6 +75,15 @@ def describe(remote_module: Any) -> tuple[Any, ...]:
     cls, values, options, sent_plan = _state(remote_module)
     del values["module_rref"]
     return (cls, tuple(values.values()), options, sent_plan)
+
+
+def load_described(description: tuple[Any, ...]) -> Any:
+    """The generated module of the RemoteModule :func:`describe` described, loaded here (its
+    interface compiled: an RRef typed as it can then be received)."""
+    _, values, options, _ = description
+    module_name, interface_cls, move_tensors = values[PICKLED_ATTRIBUTES.index("generated_methods")]
+    wired = "wire_dtype" in options
+    return registry.ensure_module(module_name, interface_cls, move_tensors, wire=wired)
 
 
 def rebuild_described(description: tuple[Any, ...], module_rref: Any) -> Any:

@@ -63,6 +63,7 @@ __all__ = [
     "parameter_rrefs",
     "promote",
     "receive",
+    "reference_for_graphs",
     "request",
     "retire",
     "run",
@@ -216,9 +217,14 @@ def name_for_graphs(
     return graphs.name(module_rref, description, interface_cls, scripted)
 
 
-def describe_for_graphs(key: int) -> tuple[rpc.RRef[Any], Any] | RemoteFailure:
-    """An RRef to the module filed under ``key`` for graphs, and its description."""
+def describe_for_graphs(key: int) -> Any:
+    """The description of the module filed under ``key`` for graphs (``graphs.describe``)."""
     return graphs.describe(key)
+
+
+def reference_for_graphs(key: int) -> rpc.RRef[Any] | RemoteFailure:
+    """An RRef to the module filed under ``key`` for graphs (``graphs.reference``)."""
+    return graphs.reference(key)
 
 
 def fake_run(

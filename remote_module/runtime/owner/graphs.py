@@ -20,7 +20,7 @@ from remote_module.runtime.owner import table
 from remote_module.runtime.owner.creation import owned_rref
 from remote_module.runtime.owner.state import STATE
 
-__all__ = ["describe", "fake_run", "name"]
+__all__ = ["describe", "fake_run", "name", "reference"]
 
 
 def name(
@@ -40,9 +40,26 @@ def name(
     return key, keeper
 
 
-def describe(key: int) -> tuple[rpc.RRef[Any], Any] | RemoteFailure:
-    """An RRef to the module filed under ``key`` by :func:`name`, and its description; a
+def describe(key: int) -> Any:
+    """The description of the module filed under ``key`` by :func:`name`; a
     :class:`RemoteFailure` once it is gone."""
+    found = _filed(key)
+    return found if isinstance(found, RemoteFailure) else found[1][0]
+
+
+def reference(key: int) -> rpc.RRef[Any] | RemoteFailure:
+    """An RRef to the module filed under ``key`` (typed as its interface where it is
+    scripted: the asker compiled the interface first, from the description)."""
+    found = _filed(key)
+    if isinstance(found, RemoteFailure):
+        return found
+    module, (_, interface_cls, scripted) = found
+    if _compat.is_cpp_script_module(module):
+        module = _compat.wrap_cpp_module(module)
+    return owned_rref(module, interface_cls, scripted, "for a graph")
+
+
+def _filed(key: int) -> tuple[Any, tuple[Any, Any, bool]] | RemoteFailure:
     entry = STATE.graphs.get(key)
     module = STATE.modules.get(key) if entry is not None else None
     if entry is not None and module is None:
@@ -53,10 +70,7 @@ def describe(key: int) -> tuple[rpc.RRef[Any], Any] | RemoteFailure:
             f"no RemoteModule has id {key} on this worker any more (its module was freed)",
             "",
         )
-    description, interface_cls, scripted = entry
-    if _compat.is_cpp_script_module(module):
-        module = _compat.wrap_cpp_module(module)
-    return owned_rref(module, interface_cls, scripted, "for a graph"), description
+    return module, entry
 
 
 def fake_run(
