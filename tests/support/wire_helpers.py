@@ -121,12 +121,13 @@ def spy_on_sends(monkeypatch: Any) -> list[tuple[Any, ...]]:
     """The argument tuples every call sends from now on, by either send path (a test's
     ``monkeypatch`` undoes the spies). ``contract`` binds torch's own rpc_async for
     TorchScript before the spy replaces the Python one."""
+    from remote_module import _compat
     from remote_module.runtime import contract
     from remote_module.runtime.caller import calls
 
     assert contract.rpc_async.__name__ == "rpc_async"
     seen: list[tuple[Any, ...]] = []
-    rpc_async, invoke = calls.rpc.rpc_async, calls._invoke_rpc_torchscript
+    rpc_async, invoke = calls.rpc.rpc_async, _compat.invoke_rpc_torchscript
 
     def spy_python(to: Any, func: Any, args: tuple[Any, ...], *rest: Any, **kwargs: Any) -> Any:
         seen.append(args)
@@ -137,7 +138,7 @@ def spy_on_sends(monkeypatch: Any) -> list[tuple[Any, ...]]:
         return invoke(to, name, args, *rest)
 
     monkeypatch.setattr(calls.rpc, "rpc_async", spy_python)
-    monkeypatch.setattr(calls, "_invoke_rpc_torchscript", spy_script)
+    monkeypatch.setattr(_compat, "invoke_rpc_torchscript", spy_script)
     return seen
 
 
