@@ -9,7 +9,7 @@ side of a round trip over a 1 Gbit/s link codes once each way, on the call's cri
 - **One thread.** Coding is a few passes over memory. A kernel on torch's thread team waits
   at its end for every thread of it, and a thread that another process holds the core of
   holds up the whole kernel: on a busy machine a 16 MiB cast on two threads took 2 ms at best,
-  10-20 ms typically and up to 1.4 s (each of its ~100 kernels waited); on one thread 2.7 ms
+  10-20 ms typically and up to 1.4 s (each of its 80 large kernels waited); on one thread 2.7 ms
   at best and never over ~30 ms. :func:`one_thread` sets the calling thread's team to one for
   the coding only (through the OpenMP runtime torch runs on) and restores it; elsewhere the
   coding runs as torch would run it.
