@@ -11,8 +11,8 @@ side of a round trip over a 1 Gbit/s link codes once each way, on the call's cri
   holds up the whole kernel: on a busy machine a 16 MiB cast on two threads took 2 ms at best,
   10-20 ms typically and up to 1.4 s (each of its 80 large kernels waited); on one thread 2.7 ms
   at best and never over ~30 ms. :func:`one_thread` sets the calling thread's team to one for
-  the coding only (through the OpenMP runtime torch runs on) and restores it; elsewhere the
-  coding runs as torch would run it.
+  the coding only (``torch.set_num_threads``, a per-thread setting with OpenMP) and restores
+  it.
 - **Pieces** of ``piece`` values: the work of each piece stays in the core's cache, through
   one float32 work buffer per thread, reused call after call (bounded by ``piece``).
 - **No float copy of the whole tensor**, either way: codes are made from the tensor as it is
@@ -24,11 +24,8 @@ side of a round trip over a 1 Gbit/s link codes once each way, on the call's cri
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -123,57 +120,18 @@ def _work(shape: torch.Size, device: torch.device) -> Tensor:
 
 # --- One thread for the coding ---------------------------------------------------------------
 
-# torch's OpenMP runtime (ctypes), once looked for: [runtime or None].
-_runtime: list[Any] = []
-
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """Run torch's kernels on this thread alone inside the block: the calling thread's OpenMP
-    team size (the count torch's kernels read, per thread) is set to one and restored after.
-    Where torch runs on no OpenMP runtime that can be found, nothing changes."""
-    runtime = _openmp()
-    before = torch.get_num_threads()  # torch sets this thread's count at its first use: first
-    if runtime is None or before == 1:
+    """Run torch's kernels on this thread alone inside the block: ``torch.set_num_threads``
+    sets the calling thread's team (OpenMP's per-thread count, MKL's per-thread count), and
+    the count is restored after."""
+    before = torch.get_num_threads()  # this thread's count
+    if before == 1:
         yield
         return
-    runtime.omp_set_num_threads(1)
+    torch.set_num_threads(1)
     try:
         yield
     finally:
-        runtime.omp_set_num_threads(before)
-
-
-def _openmp() -> Any:
-    if not _runtime:
-        _runtime.append(_find_openmp())
-    return _runtime[0]
-
-
-def _find_openmp() -> Any:
-    """The OpenMP runtime torch's kernels run on, loaded in this process (torch ships its own
-    libgomp in ``torch/lib`` on Linux), or None: torch built without OpenMP, no ``/proc``, or
-    no runtime whose setting torch reads back."""
-    if not torch.backends.openmp.is_available():
-        return None
-    try:
-        with open("/proc/self/maps") as maps:
-            fields = [line.split(maxsplit=5) for line in maps]
-    except OSError:
-        return None
-    paths = {parts[5].strip() for parts in fields if len(parts) == 6}
-    names = ("libgomp", "libomp", "libiomp")
-    found = [path for path in paths if os.path.basename(path).startswith(names)]
-    own = os.path.join(os.path.dirname(torch.__file__), "lib")
-    for path in sorted(found, key=lambda path: not path.startswith(own)):
-        try:
-            runtime = ctypes.CDLL(path)
-            before = torch.get_num_threads()
-            runtime.omp_set_num_threads(before + 1)
-            seen = torch.get_num_threads()
-            runtime.omp_set_num_threads(before)
-        except (OSError, AttributeError):
-            continue
-        if seen == before + 1:
-            return runtime
-    return None
+        torch.set_num_threads(before)

@@ -7,6 +7,7 @@ the per-thread work buffer reused and bounded."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -76,7 +77,16 @@ def test_a_non_contiguous_tensor_is_coded_in_its_own_order() -> None:
     assert torch.equal(codes, want_codes) and torch.equal(scales, want_scales)
 
 
-@pytest.mark.skipif(_int8._openmp() is None, reason="no OpenMP runtime of torch's found")
+@pytest.fixture
+def two_threads() -> Iterator[None]:
+    """This thread's count at 2 for the test (whatever the machine has), restored after."""
+    own = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(own)
+
+
+@pytest.mark.usefixtures("two_threads")
 def test_coding_runs_on_one_thread_and_restores_the_callers_count() -> None:
     before = torch.get_num_threads()
     with _int8.one_thread():
