@@ -15,12 +15,14 @@ from remote_module import _non_scriptable  # noqa: F401  (generated methods with
 from remote_module._interface import interface
 from remote_module._shared import __version__
 from remote_module.runtime import contract  # noqa: F401  (what generated modules import)
+from remote_module.runtime.batching import Batching
 from remote_module.runtime.caller.module import RemoteModule
 from remote_module.runtime.errors import OwnerFailover
 from remote_module.runtime.remote_device import RemoteDevice, parse_remote_device
 from remote_module.runtime.values import set_type_checking, type_checking
 
 __all__ = [
+    "Batching",
     "OwnerFailover",
     "RemoteDevice",
     "RemoteModule",

@@ -123,6 +123,7 @@ RESERVED_NAMES = frozenset(
         "T_destination",
         "add_module",
         "apply",
+        "batching",
         "bfloat16",
         "buffers",
         "call_super_init",

@@ -44,6 +44,7 @@ from remote_module._shared import (
     move_tensor,
     restore_tensor,
 )
+from remote_module.runtime.batching import Batching
 from remote_module.runtime.caller import failover
 from remote_module.runtime.caller.calls import call, call_async
 from remote_module.runtime.caller.module import RemoteModule
@@ -112,6 +113,8 @@ if TYPE_CHECKING:
             wire_dtype: torch.dtype | None = None,
             standby: list[str] | None = None,
             checkpoint_every: int | None = None,
+            fake: Callable[..., Any] | None = None,
+            batching: Batching | None = None,
         ) -> None: ...
 
 else:

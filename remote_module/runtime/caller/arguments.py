@@ -17,12 +17,14 @@ import torch.distributed.rpc as rpc
 
 from remote_module import _compat
 from remote_module._shared import WIRE_DTYPES
+from remote_module.runtime.batching import Batching
 from remote_module.runtime.errors import UnknownWorkerError
 from remote_module.runtime.remote_device import parse_remote_device
 
 __all__ = [
     "callable_name",
     "check_args",
+    "check_batching",
     "check_fake",
     "check_timeout",
     "check_wire_dtype",
@@ -59,6 +61,32 @@ def pick_interface(cls: type[Any], module_interface_cls: Any, legacy: Any) -> An
 
 # RPC keeps timeouts as 32-bit milliseconds, and 0 ms means "never time out".
 _MIN_TIMEOUT_S, _MAX_TIMEOUT_S = 0.001, 2_147_483.0
+
+
+def check_batching(batching: Any, interface_cls: Any, module_cls: Any) -> Batching | None:
+    """``batching=``: None or a :class:`Batching` whose methods the interface (or, without
+    one, ``module_cls`` where it is a class) has."""
+    if batching is None:
+        return None
+    if not isinstance(batching, Batching):
+        raise ValueError(
+            f"RemoteModule batching must be a remote_module.Batching(max_batch_size, "
+            f"max_wait_ms=0.0, methods=('forward',)), got {batching!r}"
+        )
+    owner = interface_cls if interface_cls is not None else module_cls
+    if isinstance(owner, type):
+        missing = [name for name in batching.methods if not callable(getattr(owner, name, None))]
+        if missing:
+            raise ValueError(
+                f"RemoteModule batching names method {missing[0]!r}, which "
+                f"{owner.__qualname__} does not have"
+            )
+    elif interface_cls is None and batching.methods != ("forward",):
+        raise ValueError(
+            "RemoteModule batching: without an interface only forward is a method "
+            f"(got methods={batching.methods!r})"
+        )
+    return batching
 
 
 def check_fake(fake: Any) -> Any:

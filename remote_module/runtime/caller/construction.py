@@ -27,6 +27,7 @@ from torch.futures import Future
 
 from remote_module import _compat, _shared
 from remote_module.runtime import owner, registry
+from remote_module.runtime.batching import Batching
 from remote_module.runtime.caller import arguments, failover, replies, route
 from remote_module.runtime.caller.arguments import is_device_map_set, target
 from remote_module.runtime.caller.record import LIVE, Creation, Plan, Record
@@ -46,7 +47,6 @@ __all__ = [
     "construct",
     "from_module_rref",
     "initialise",
-    "options_set",
     "received",
 ]
 
@@ -67,7 +67,12 @@ PICKLED_ATTRIBUTES = (
 MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training"}
 # The options a RemoteModule is built with, and their defaults: they travel with it where
 # set (see wire); one that arrived over RPC reads the defaults from its class.
-OPTION_DEFAULTS: dict[str, Any] = {"timeout": _UNSET_TIMEOUT, "wire_dtype": None, "standby": None}
+OPTION_DEFAULTS: dict[str, Any] = {
+    "timeout": _UNSET_TIMEOUT,
+    "wire_dtype": None,
+    "standby": None,
+    "batching": None,
+}
 OPTIONS = tuple(OPTION_DEFAULTS)
 LOCAL_ATTRIBUTES = MODULE_BOOKKEEPING | {"training", *OPTIONS}
 
@@ -100,6 +105,7 @@ def initialise(
     record: Record | None = None,
     arrived: bool = False,
     standby: list[str] | None = None,
+    batching: Batching | None = None,
 ) -> None:
     """Give ``remote_module`` its state: the six attributes that cross the wire, in upstream's
     order, then nn.Module's bookkeeping, its options and the generated methods; and its
@@ -114,7 +120,12 @@ def initialise(
     state.update(zip(PICKLED_ATTRIBUTES, (*placement, methods, module_rref), strict=True))
     if module_rref is None:
         del state["module_rref"]
-    options = {"timeout": timeout, "wire_dtype": wire_dtype, "standby": standby}
+    options = {
+        "timeout": timeout,
+        "wire_dtype": wire_dtype,
+        "standby": standby,
+        "batching": batching,
+    }
     if not arrived:
         nn.Module.__init__(remote_module)
         state.update(options)
@@ -166,6 +177,7 @@ def construct(
     standby: list[str] | None = None,
     checkpoint_every: int | None = None,
     fake: Callable[..., Any] | None = None,
+    batching: Batching | None = None,
 ) -> None:
     """``RemoteModule(...)``: see the class's docstring. Sends the creation and returns: it
     never blocks on the owner (pytorch#58098)."""
@@ -176,6 +188,7 @@ def construct(
     placement, move_tensors = _placement(remote_device, interface_cls)
     seconds = arguments.check_timeout(timeout)
     wire_dtype = arguments.check_wire_dtype(wire_dtype)
+    batching = arguments.check_batching(batching, interface_cls, module_cls)
     seats = failover.seats(placement.on, placement.device, remote_device, standby, checkpoint_every)
     if seats is not None:  # the module's calls may go to any seat: one generated module for all
         move_tensors = move_tensors or failover.off_cpu(seats)
@@ -232,6 +245,7 @@ def construct(
         wire_dtype,
         record,
         standby=standbys,
+        batching=batching,
     )
 
 
@@ -279,6 +293,7 @@ def from_module_rref(
     timeout: float | None = None,
     wire_dtype: torch.dtype | None = None,
     fake: Callable[..., Any] | None = None,
+    batching: Batching | None = None,
 ) -> T:
     """``RemoteModule.init_from_module_rref``: see its docstring."""
     fake = arguments.check_fake(fake)
@@ -287,11 +302,21 @@ def from_module_rref(
     placement, move_tensors = _placement(remote_device, interface_cls, module_rref)
     seconds = arguments.check_timeout(timeout)
     wire_dtype = arguments.check_wire_dtype(wire_dtype)
+    batching = arguments.check_batching(batching, interface_cls, None)
     if interface_cls is None:
         generated = registry.non_scriptable_module()
         record = Record(generated)
         record.fake = fake
-        initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype, record)
+        initialise(
+            remote_module,
+            placement,
+            module_rref,
+            generated,
+            seconds,
+            wire_dtype,
+            record,
+            batching=batching,
+        )
         return remote_module
     # The owner may never have compiled this interface's remote functions: asked, not awaited
     # (what reaches them waits for it, as after a first construction: runtime.pending).
@@ -311,7 +336,16 @@ def from_module_rref(
     record = Record(generated)
     record.fake = fake
     record.pending = future
-    initialise(remote_module, placement, module_rref, generated, seconds, wire_dtype, record)
+    initialise(
+        remote_module,
+        placement,
+        module_rref,
+        generated,
+        seconds,
+        wire_dtype,
+        record,
+        batching=batching,
+    )
     return remote_module
 
 
@@ -339,17 +373,9 @@ def received(
         record,
         arrived=True,
         standby=options.get("standby"),
+        batching=options.get("batching"),
     )
     return remote_module
-
-
-def options_set(remote_module: Any) -> dict[str, Any]:
-    """The options ``remote_module`` was built with that are not their defaults."""
-    return {
-        name: remote_module.__dict__[name]
-        for name in OPTIONS
-        if name in remote_module.__dict__ and remote_module.__dict__[name] != OPTION_DEFAULTS[name]
-    }
 
 
 def _placement(

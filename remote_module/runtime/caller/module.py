@@ -21,6 +21,7 @@ from torch.nn.parameter import Parameter
 from remote_module import _torchscript
 from remote_module._shared import COUNTING
 from remote_module.runtime import owner
+from remote_module.runtime.batching import Batching
 from remote_module.runtime.caller import construction, failover, pending, pickling, refused
 from remote_module.runtime.caller.record import Record
 from remote_module.runtime.caller.replies import wait_returning_rrefs
@@ -57,6 +58,8 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
             ``remote_module.OwnerFailover`` from the operation that met the death).
         checkpoint_every: with ``standby``, the owner checkpoints to the standbys by itself
             after every N-th call (``rm.checkpoint()`` does it now).
+        batching: a :class:`remote_module.Batching`: concurrent calls of its methods, from
+            any holder, merged on the owner (their rows concatenated, the method run once).
         fake: for ``torch.compile`` and ``torch.export``: ``fake(method_name, *args,
             **kwargs)`` gets fake tensors and returns the method's result in fake tensors, as
             a ``torch.library.register_fake`` function does. Without it the shapes come from
@@ -85,6 +88,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         timeout: float
         wire_dtype: torch.dtype | None
         standby: list[str] | None
+        batching: Batching | None
         _rm_bound_interface: Any
         _rm_record: Record
 
@@ -122,6 +126,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         standby: list[str] | None = None,
         checkpoint_every: int | None = None,
         fake: Callable[..., Any] | None = None,
+        batching: Batching | None = None,
     ) -> None:
         construction.construct(
             self,
@@ -136,6 +141,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
             standby=standby,
             checkpoint_every=checkpoint_every,
             fake=fake,
+            batching=batching,
         )
 
     @classmethod
@@ -149,6 +155,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         timeout: float | None = None,
         wire_dtype: torch.dtype | None = None,
         fake: Callable[..., Any] | None = None,
+        batching: Batching | None = None,
     ) -> T:
         """A RemoteModule over an existing module RRef (for example one received over RPC).
 
@@ -164,6 +171,7 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
             timeout=timeout,
             wire_dtype=wire_dtype,
             fake=fake,
+            batching=batching,
         )
 
     def remote_parameters(self, recurse: bool = True) -> list[rpc.RRef[Parameter]]:

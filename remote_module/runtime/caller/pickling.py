@@ -26,9 +26,10 @@ from remote_module import _compat, _shared
 from remote_module.runtime import owner, registry
 from remote_module.runtime.caller import pending
 from remote_module.runtime.caller.construction import (
+    OPTION_DEFAULTS,
+    OPTIONS,
     PICKLED_ATTRIBUTES,
     Placement,
-    options_set,
     received,
 )
 from remote_module.runtime.caller.failover import Plan
@@ -109,6 +110,17 @@ def _state(remote_module: Any) -> tuple[Any, dict[str, Any], dict[str, Any], Any
     # Its class by name: a typed class lives in a generated package, imported top-down.
     cls = (type(remote_module).__module__, type(remote_module).__qualname__)
     return cls, values, options, sent_plan
+
+
+def options_set(remote_module: Any) -> dict[str, Any]:
+    """The options ``remote_module`` was built with that are not their defaults (they
+    travel with it)."""
+    state = remote_module.__dict__
+    return {
+        name: state[name]
+        for name in OPTIONS
+        if name in state and state[name] != OPTION_DEFAULTS[name]
+    }
 
 
 def _rebuild(cls_name: tuple[str, str], *values: Any, rref_sent: bool = True) -> Any:

@@ -34,7 +34,9 @@ import torch.distributed.rpc as rpc
 from torch.futures import Future
 
 from remote_module import _compat
+from remote_module._shared import REMOTE_PREFIX
 from remote_module.runtime import owner, values
+from remote_module.runtime.batching import Batching
 from remote_module.runtime.caller import keys
 from remote_module.runtime.caller.record import Record
 
@@ -100,7 +102,7 @@ class Route:
 class MessageRoute(Route):
     """``owner.run(Call(...), *args, **kwargs)``: see the module docstring."""
 
-    __slots__ = ("calls", "first", "ticket", "wire_dtype")
+    __slots__ = ("batching", "calls", "first", "ticket", "wire_dtype")
 
     def __init__(
         self,
@@ -112,11 +114,13 @@ class MessageRoute(Route):
         first: bool = False,
         wire_dtype: Any = None,
         ticket: tuple[Any, ...] | None = None,
+        batching: Batching | None = None,
     ) -> None:
         super().__init__(to, seat, timeout, prefix, files)
         self.first = first
         self.wire_dtype = wire_dtype
         self.ticket = ticket
+        self.batching = batching
         self.calls: dict[Callable[..., Any], owner.Call] = {}
 
     def _send(self, remote_fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Sent:
@@ -134,8 +138,20 @@ class MessageRoute(Route):
     def _call(self, remote_fn: Callable[..., Any]) -> owner.Call:
         reference, device, is_device_map_set = self.prefix
         function = (remote_fn.__module__, remote_fn.__name__)  # found by name on the owner
+        batching = self.batching
+        if batching is not None and remote_fn.__name__.removeprefix(REMOTE_PREFIX) not in (
+            batching.methods
+        ):
+            batching = None
         return owner.Call(
-            function, reference, device, is_device_map_set, self.first, self.wire_dtype, self.ticket
+            function,
+            reference,
+            device,
+            is_device_map_set,
+            self.first,
+            self.wire_dtype,
+            self.ticket,
+            batching,
         )
 
     def settle(self, remote_module: Any, reply: Any) -> Any:
@@ -181,9 +197,11 @@ def choose(remote_module: Any) -> Route:
     where = (remote_module.device, remote_module.is_device_map_set)
     wire_dtype = remote_module.wire_dtype
     key = record.reference
+    batching = remote_module.batching
     route: Route
     if remote_module.is_scriptable:
-        by_name = wire_dtype is None and _compat.jit_enabled()
+        # Batched calls are merged by Python on the owner: they go by message.
+        by_name = wire_dtype is None and batching is None and _compat.jit_enabled()
         # No key yet: asked for (a filing that failed left the RRef there: never again).
         files = by_name and key is None
         if by_name and type(key) is int:
@@ -192,13 +210,29 @@ def choose(remote_module: Any) -> Route:
             route = ScriptRoute(to, seat, timeout, (module_rref, *where), False, files)
         else:  # counted for checkpoint_every by message until keyed; a wire dtype: always
             route = MessageRoute(
-                to, seat, timeout, (module_rref, *where), files, False, wire_dtype, record.ticket
+                to,
+                seat,
+                timeout,
+                (module_rref, *where),
+                files,
+                False,
+                wire_dtype,
+                record.ticket,
+                batching,
             )
     else:
         first = key is None  # the owner files the module and replies with its key
         reference = module_rref if first else key
         route = MessageRoute(
-            to, seat, timeout, (reference, *where), False, first, wire_dtype, record.ticket
+            to,
+            seat,
+            timeout,
+            (reference, *where),
+            False,
+            first,
+            wire_dtype,
+            record.ticket,
+            batching,
         )
     record.route = route
     return route

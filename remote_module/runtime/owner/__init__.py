@@ -21,6 +21,7 @@ is ``table``, checkpoints and the standby's store ``checkpoints``, module creati
 from __future__ import annotations
 
 import collections
+import functools
 import io
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -33,6 +34,7 @@ from torch.nn.parameter import Parameter
 
 from remote_module import _compat, _shared
 from remote_module.runtime import registry, values
+from remote_module.runtime.batching import Batching
 from remote_module.runtime.errors import (
     CreationFailure,
     RemoteFailure,
@@ -40,9 +42,9 @@ from remote_module.runtime.errors import (
     remote_failure,
     short,
 )
-from remote_module.runtime.owner import checkpoints, graphs, table
+from remote_module.runtime.owner import batches, checkpoints, graphs, table
 from remote_module.runtime.owner.creation import create_module, local_module, owned_rref
-from remote_module.runtime.owner.state import Owned, Recipe, Seat
+from remote_module.runtime.owner.state import Recipe, Seat
 
 __all__ = [
     "Call",
@@ -137,14 +139,16 @@ class Call(NamedTuple):
     first: bool  # a first call: file the module under a new key, reply (result, key)
     wire_dtype: torch.dtype | None  # the arguments arrive cast (what restores them first)
     ticket: tuple[Any, ...] | None  # counted for checkpoint_every (a Ticket as a tuple)
+    batching: Batching | None = None  # merged with concurrent calls (owner.batches)
 
 
 def run(call: Call, *args: Any, **kwargs: Any) -> Any:
     """Run ``call`` with the call's own arguments: on a first call, file the module under a
     new key (``table.file``; a C++ scripted module keeps its RRef) and reply with it; with a
     wire dtype, restore the arguments (``values.restore_from_wire``, ``args[0]`` says how) and
-    cast the result (the reply: the result and what restores it); with a ticket, count the
-    call and start a checkpoint in the background after every N-th (the reply does not wait)."""
+    cast the result (the reply: the result and what restores it); with batching, merge it
+    with the concurrent calls of the method (``batches.run``); with a ticket, count the call
+    and start a checkpoint in the background after every N-th (the reply does not wait)."""
     reference = call.reference
     key = None
     if call.first:
@@ -162,7 +166,13 @@ def run(call: Call, *args: Any, **kwargs: Any) -> Any:
         args = values.restore_from_wire(tuple(rest), carried)
         if kwargs:
             kwargs = values.restore_from_wire(kwargs, carried)
-    result = remote_fn(reference, call.device, call.is_device_map_set, *args, **kwargs)
+    if call.batching is None:
+        result = remote_fn(reference, call.device, call.is_device_map_set, *args, **kwargs)
+    else:
+        module = table.module_for(reference)  # (the RRef's local value, without a key)
+        method = functools.partial(remote_fn, reference, call.device, call.is_device_map_set)
+        name = call.function[1].removeprefix(_shared.REMOTE_PREFIX)
+        result = batches.run(module, name, method, args, kwargs, call.batching)
     if wire_dtype is not None:
         back: list[torch.Tensor] = []
         named = not registry.in_script_family(remote_fn)
@@ -178,7 +188,7 @@ def _count(reference: Any, ticket: tuple[Any, ...]) -> None:
     else:
         module = local_module(reference)
     owned = checkpoints.owned_for(ticket)
-    _send_if_due(owned, checkpoints.count(owned, module))
+    checkpoints.send_if_due(keep_checkpoint, owned, checkpoints.count(owned, module))
 
 
 def file_keyed(
@@ -202,7 +212,7 @@ def keyed_module(key: int) -> Any:
     its filing asked."""
     module, owned = table.keyed_module(key)
     if owned is not None:
-        _send_if_due(owned, checkpoints.count(owned, module))
+        checkpoints.send_if_due(keep_checkpoint, owned, checkpoints.count(owned, module))
     return module
 
 
@@ -279,7 +289,9 @@ def counted_elsewhere(module_rref: rpc.RRef[Any], ticket: tuple[Any, ...], calls
     """``calls`` calls that a scripted holder sent from TorchScript, counted there and told
     here every N-th: counted as :func:`run` counts one."""
     owned = checkpoints.owned_for(ticket)
-    _send_if_due(owned, checkpoints.count(owned, local_module(module_rref), calls))
+    checkpoints.send_if_due(
+        keep_checkpoint, owned, checkpoints.count(owned, local_module(module_rref), calls)
+    )
 
 
 @rpc.functions.async_execution
@@ -292,7 +304,8 @@ def cut_checkpoint(module_rref: rpc.RRef[Any], ticket: tuple[Any, ...]) -> Futur
         standbys = owned.ticket.standbys
         if owned.retired:
             raise RuntimeError("this worker is no longer the owner: fail_over() moved the module")
-        sending = _send(owned, checkpoints.snapshot(local_module(module_rref)))
+        snapshot = checkpoints.snapshot(local_module(module_rref))
+        sending = checkpoints.send(keep_checkpoint, owned, snapshot)
     except Exception as error:
         answer.set_result(_as_failure(error))
         return answer
@@ -338,47 +351,6 @@ def _as_failure(error: BaseException) -> RemoteFailure:
     """``error`` as data for the caller: its type name, message, traceback, and the type the
     caller raises it as (``errors.remote_failure``)."""
     return remote_failure(error)
-
-
-def _send_if_due(owned: Owned, due: checkpoints.Snapshot | None) -> None:
-    """Send a snapshot that came due in the background, unless one is on its way; then it goes
-    next (the newest only)."""
-    if due is None:
-        return
-    with owned.lock:
-        if owned.busy:
-            owned.queued = due
-            return
-        owned.busy = True
-    _send_in_background(owned, due)
-
-
-def _send_in_background(owned: Owned, snapshot: checkpoints.Snapshot) -> None:
-    def sent(_: Future[Any]) -> None:
-        with owned.lock:
-            following, owned.queued = owned.queued, None
-            owned.busy = following is not None
-        if following is not None:
-            _send_in_background(owned, following)
-
-    try:
-        _send(owned, snapshot).add_done_callback(sent)
-    except Exception:  # a standby gone: the next checkpoint tries again
-        with owned.lock:
-            owned.busy = False
-
-
-def _send(owned: Owned, snapshot: checkpoints.Snapshot) -> Future[list[Any]]:
-    """Send ``snapshot`` to every standby as the next version; a future of each one's reply."""
-    with owned.lock:
-        owned.version += 1
-        version = owned.version
-    ticket = owned.ticket
-    state, training = snapshot
-    message = (ticket.identity, ticket.position, version, state, training)
-    futures = [rpc.rpc_async(worker, keep_checkpoint, message) for worker in ticket.standbys]
-    done: Future[list[Any]] = torch.futures.collect_all(futures)
-    return done.then(lambda _: [version, *futures])
 
 
 # --- What arrives in a message's arguments -------------------------------------------------------

@@ -18,11 +18,13 @@ of it is kept in ``remote_module.runtime.owner.state.STATE``.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed.rpc as rpc
 from torch import nn
+from torch.futures import Future
 
 from remote_module import _compat
 from remote_module.runtime import registry
@@ -30,7 +32,18 @@ from remote_module.runtime.errors import CreationFailure, creation_failure
 from remote_module.runtime.owner.creation import create_module, owned_rref
 from remote_module.runtime.owner.state import STATE, Owned, Recipe, Seat, Standing, Ticket
 
-__all__ = ["count", "held", "keep", "owned_for", "promote", "retire", "snapshot", "standing_for"]
+__all__ = [
+    "count",
+    "held",
+    "keep",
+    "owned_for",
+    "promote",
+    "retire",
+    "send",
+    "send_if_due",
+    "snapshot",
+    "standing_for",
+]
 
 Snapshot = tuple[dict[str, torch.Tensor], bool]
 
@@ -153,3 +166,49 @@ def _build(
             recipe.module_name, recipe.interface_cls, recipe.move_tensors, recipe.wired
         )
     return owned_rref(module, recipe.interface_cls, recipe.scripted, "on its standby"), version
+
+
+# --- Sending checkpoints to the standbys ------------------------------------------------------
+# ``keep``: ``owner.keep_checkpoint``, the function the standbys' messages name (defined with
+# every other one in ``remote_module.runtime.owner``).
+
+
+def send_if_due(keep: Callable[..., Any], owned: Owned, due: Snapshot | None) -> None:
+    """Send a snapshot that came due in the background, unless one is on its way; then it goes
+    next (the newest only)."""
+    if due is None:
+        return
+    with owned.lock:
+        if owned.busy:
+            owned.queued = due
+            return
+        owned.busy = True
+    _send_in_background(keep, owned, due)
+
+
+def _send_in_background(keep: Callable[..., Any], owned: Owned, snapshot: Snapshot) -> None:
+    def sent(_: Future[Any]) -> None:
+        with owned.lock:
+            following, owned.queued = owned.queued, None
+            owned.busy = following is not None
+        if following is not None:
+            _send_in_background(keep, owned, following)
+
+    try:
+        send(keep, owned, snapshot).add_done_callback(sent)
+    except Exception:  # a standby gone: the next checkpoint tries again
+        with owned.lock:
+            owned.busy = False
+
+
+def send(keep: Callable[..., Any], owned: Owned, snapshot: Snapshot) -> Future[list[Any]]:
+    """Send ``snapshot`` to every standby as the next version; a future of each one's reply."""
+    with owned.lock:
+        owned.version += 1
+        version = owned.version
+    ticket = owned.ticket
+    state, training = snapshot
+    message = (ticket.identity, ticket.position, version, state, training)
+    futures = [rpc.rpc_async(worker, keep, message) for worker in ticket.standbys]
+    done: Future[list[Any]] = torch.futures.collect_all(futures)
+    return done.then(lambda _: [version, *futures])
