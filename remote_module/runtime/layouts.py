@@ -110,10 +110,19 @@ def _build(layout: Any, tensors: Any) -> Any:
 
 
 def from_text(text: str, tensors: list[torch.Tensor]) -> Any:
-    """The value a layout in its string form describes, with ``tensors``."""
-    tree = decode(text)
-    _note_classes(tree)
+    """The value a layout in its string form describes, with ``tensors`` (each string decoded
+    once: a compiled call's layout is the same on every call)."""
+    tree = _decoded.get(text)
+    if tree is None:
+        tree = decode(text)
+        _note_classes(tree)
+        if len(_decoded) < _DECODED_MAX:
+            _decoded[text] = tree
     return rebuild(tree, tensors)
+
+
+_DECODED_MAX = 4096  # layouts kept decoded (a graph has a few; a bound all the same)
+_decoded: dict[str, Any] = {}
 
 
 def fake_rebuild(layout: Any, tensors: list[torch.Tensor]) -> Any:

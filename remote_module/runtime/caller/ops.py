@@ -117,9 +117,11 @@ def _note(key: str, method: str, layout: str, result: Any) -> list[torch.Tensor]
     """``result``'s tensors, its layout noted for :func:`result_layout`."""
     tensors: list[torch.Tensor] = []
     tree = layouts.result_skeleton(result, tensors)
-    layouts.encode(tree)  # its NamedTuple classes noted, where traced code reads them
-    with _lock:
-        _results[(key, method, layout)] = tree
+    noted = (key, method, layout)
+    if _results.get(noted) != tree:  # (a graph's every call after its first: the same)
+        layouts.encode(tree)  # its NamedTuple classes noted, where traced code reads them
+        with _lock:
+            _results[noted] = tree
     return tensors
 
 
