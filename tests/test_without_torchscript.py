@@ -60,6 +60,12 @@ def test_the_processes_had_no_torchscript(seen: dict[str, Any]) -> None:
     assert seen["script_patched"] is True
 
 
+def test_compiling_and_exporting_need_no_torchscript(seen: dict[str, Any]) -> None:
+    # One graph, no break; compiled and exported results equal eager.
+    assert seen["compiled_plain"] == [1, 0, True, True]
+    assert seen["compiled_protocol"] == [1, 0, True, True]
+
+
 def test_the_interface_decorator_gives_a_protocol_interface(seen: dict[str, Any]) -> None:
     assert seen["decorated"] == [False, 12.0, 3]
 

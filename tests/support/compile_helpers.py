@@ -8,6 +8,8 @@ from typing import NamedTuple, Protocol
 import torch
 from torch import Tensor, nn
 
+import remote_module
+
 
 class Affine(nn.Module):
     def __init__(self) -> None:
@@ -45,7 +47,7 @@ class Parts(NamedTuple):
     named: typing.Dict[str, Tensor]
 
 
-@torch.jit.interface
+@remote_module.interface  # torch.jit.interface where TorchScript is (test_without_torchscript)
 class NestedInterface:
     def forward(
         self,

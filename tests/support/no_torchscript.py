@@ -52,6 +52,21 @@ def main(generated_dir: str) -> dict[str, Any]:
         seen["decorated"] = [summer.is_scriptable, float(summer(x).total), summer.features()]
         typed = RemoteScorerProtocol("worker1/cpu", Scorer)
         seen["typed"] = [type(typed).__name__, type(typed(x)).__name__]
+        # The compile route needs no TorchScript: one graph, and a program.
+        from tests.support.compile_helpers import Affine, AffineProtocol, Hybrid
+
+        for name, interface in (("compiled_plain", None), ("compiled_protocol", AffineProtocol)):
+            model = Hybrid(RemoteModule("worker1/cpu", Affine, module_interface_cls=interface))
+            explained = torch._dynamo.explain(model)(x[:, :4])
+            compiled = torch.compile(model, fullgraph=True)(x[:, :4])
+            program = torch.export.export(model, (x[:, :4],)).module()(x[:, :4])
+            eager = model(x[:, :4])
+            seen[name] = [
+                explained.graph_count,
+                explained.graph_break_count,
+                bool(torch.allclose(compiled, eager)),
+                bool(torch.allclose(program, eager)),
+            ]
         try:
             RemoteModule("worker1/cpu", nn.Identity, module_interface_cls=FakeScriptInterface)
         except RuntimeError as error:
