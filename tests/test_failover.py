@@ -27,8 +27,9 @@ import torch.distributed.rpc as rpc
 
 import remote_module
 from remote_module import OwnerFailover, RemoteModule
+from remote_module.runtime.caller import failover
 from tests.support import failover_helpers as helpers
-from tests.support.reliability_helpers import wait_bounded
+from tests.support.reliability_helpers import debug_counts, wait_bounded
 
 WORLD_SIZE = 9
 TIMEOUT = 5.0  # the RemoteModule timeout: every wait below is bounded by it
@@ -360,6 +361,20 @@ def killed_with_families(group: list[subprocess.Popen[bytes]]) -> dict[str, Any]
         "scripted": scripted,
         "outcomes": outcomes,
     }
+
+
+def test_what_the_holders_held_of_the_dead_owner_is_never_released(
+    killed_with_families: dict[str, Any],
+) -> None:
+    # Releasing an RRef sends its owner a delete that torch retries for seconds, logging each
+    # try to a dead owner on stderr: each RemoteModule moved off worker4 (nine here) keeps its
+    # module's RRef, and a scripted family's its keeper, while RPC runs.
+    kept = [rref.owner_name() for rref in failover._dead_owners_rrefs]
+    assert kept.count("worker4") >= 9 + 1, kept
+    deadline = time.monotonic() + TIMEOUT  # the deletions to live owners, answered
+    while debug_counts()["num_pending_futures"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert debug_counts()["num_pending_futures"] == 0, "a deletion is retried (a dead owner)"
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -137,7 +137,7 @@ def failed(remote_module: Any, error: Exception, method: str, at: int) -> Except
     if plan is None or not owner_gone(error):
         return failure(error, method, owner_name(remote_module))
     try:
-        promotion = _take_over(remote_module, plan, at)
+        promotion = _take_over(remote_module, plan, at, owner_dead=True)
     except _NoStandby as none:
         dead = plan.seats[at].worker
         return RuntimeError(
@@ -186,9 +186,11 @@ class _NoStandby(Exception):
     """No seat after the failed owner answered; the text lists each one and why."""
 
 
-def _take_over(remote_module: Any, plan: Plan, at: int) -> Promotion:
+def _take_over(remote_module: Any, plan: Plan, at: int, owner_dead: bool = False) -> Promotion:
     """Move ``remote_module`` off seat ``at`` to the first later seat that takes it over (the
-    seat decides which module that is); once per failed seat on this holder."""
+    seat decides which module that is); once per failed seat on this holder. Where the owner
+    at seat ``at`` is dead, what this holder kept of it is kept until the process ends
+    (:func:`_keep_until_exit`)."""
     with plan.lock:
         if plan.position > at and plan.last is not None:
             return plan.last  # another operation of this holder met the same death
@@ -209,6 +211,8 @@ def _take_over(remote_module: Any, plan: Plan, at: int) -> Promotion:
                 tried.append(f"{seat.worker!r}: {reply.error_type}: {reply.message}")
                 continue
             module_rref, version, now_at = reply
+            if owner_dead:
+                _keep_until_exit(remote_module)
             _move(remote_module, plan, now_at, module_rref)
             plan.last = Promotion(failed_owner, plan.seats[now_at].worker, version)
             return plan.last
@@ -232,6 +236,25 @@ def _move(remote_module: Any, plan: Plan, at: int, module_rref: Any) -> None:
     keys.forget(record)
     record.pending = None  # the standby loaded the generated module before it replied
     record.ticket = tuple(plan.ticket) if plan.every is not None else None
+
+
+# RRefs to owners that died, from the RemoteModules this process moved off them: never
+# released while RPC runs. Releasing a user RRef sends its owner a delete message, which torch
+# retries with backoff and logs on stderr at every try to a dead owner ("RPC agent for ...
+# encountered error when sending outgoing request #N to ps: eof", several per RRef over
+# seconds); after rpc.shutdown() a release sends nothing. An RRef is only a handle here: what
+# it referred to died with its owner.
+_dead_owners_rrefs: list[Any] = []
+_dead_owners_lock = threading.Lock()
+
+
+def _keep_until_exit(remote_module: Any) -> None:
+    """Keep what ``remote_module`` holds of its dead owner (its module's RRef, and the keeper
+    RRef of a scripted module's key there) for as long as this process lives."""
+    record: Record = remote_module._rm_record
+    held = [remote_module.__dict__.get("module_rref"), record.keeper, record.reference]
+    with _dead_owners_lock:
+        _dead_owners_rrefs.extend(r for r in held if isinstance(r, rpc.PyRRef))
 
 
 def _failover_error(method: str, promotion: Promotion) -> OwnerFailover:
