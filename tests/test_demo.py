@@ -35,7 +35,7 @@ def _noise(result: subprocess.CompletedProcess[str], dead: str | None = None) ->
     own warnings for its own calls (``remote_module.demo.quiet``), so only the lines of
     ``dead``'s death are torch's; and torch 2.8's Gloo lines stay off stdout."""
     on_stderr = torchs_own.not_torchs(result.stderr, dead)
-    gloo = [line for line in result.stdout.splitlines() if torchs_own.GLOO_CONNECTED.match(line)]
+    gloo = [line for line in result.stdout.splitlines() if "[Gloo]" in line]
     torchs_warnings = [line for line in result.stderr.splitlines() if "Warning: " in line]
     return [line for line in on_stderr if line != NO_MATPLOTLIB] + gloo + torchs_warnings
 

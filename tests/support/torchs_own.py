@@ -16,8 +16,9 @@ __all__ = ["GLOO_CONNECTED", "WARNINGS", "after_a_death", "not_torchs", "stdout_
 
 # torch 2.8's Gloo prints this to stdout for every process group it connects, init_rpc's own
 # included (2.6 and 2.13 on do not).
+_GLOO_HEAD = r"\[Gloo\] Rank "
 GLOO_CONNECTED = re.compile(
-    r"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. "
+    _GLOO_HEAD + r"\d+ is connected to \d+ peer ranks\. "
     r"Expected number of connected peer ranks is : \d+"
 )
 
@@ -108,9 +109,13 @@ def not_torchs(stderr: str, dead: str | None = None) -> list[str]:
 
 
 def stdout_without_torchs(stdout: str) -> str:
-    """``stdout`` without torch 2.8's Gloo connection lines (:data:`GLOO_CONNECTED`)."""
+    """``stdout`` without torch 2.8's Gloo connection lines (:data:`GLOO_CONNECTED`). Processes
+    that start together print theirs at once, in pieces that interleave (``[Gloo] Rank [Gloo]
+    Rank 0 is connected ... : 2`` then ``1 is connected ... : 2``): the piece ``[Gloo] Rank ``
+    goes wherever it is, then each line that is the rest of one."""
+    rest = re.compile(GLOO_CONNECTED.pattern.removeprefix(_GLOO_HEAD))
     return "".join(
         line
-        for line in stdout.splitlines(keepends=True)
-        if not GLOO_CONNECTED.fullmatch(line.rstrip("\r\n"))
+        for line in stdout.replace("[Gloo] Rank ", "").splitlines(keepends=True)
+        if not rest.fullmatch(line.rstrip("\r\n"))
     )
