@@ -51,6 +51,7 @@ def test_caller_and_owner_print_no_torchscript_warning() -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     assert torchs_own.stdout_without_torchs(run.stdout).startswith("done")
     assert "torch.jit" not in run.stderr and "TorchScript" not in run.stderr, run.stderr
+    assert torchs_own.not_torchs(run.stderr) == [], run.stderr
 
 
 def test_a_users_training_program_prints_nothing_of_ours(tmp_path: Path) -> None:
