@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -210,7 +211,7 @@ def _leave_without_the_dead(store: Any, rank: int, config: DemoConfig) -> None:
     _wait_for_count(store, "left", live, config.timeout)
 
 
-def _wait_until(done: Any, within_s: float) -> None:
+def _wait_until(done: Callable[[], bool], within_s: float) -> None:
     """Poll ``done()`` until it is true, for at most ``within_s``."""
     give_up = time.monotonic() + within_s
     while not done() and time.monotonic() < give_up:
