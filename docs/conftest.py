@@ -19,6 +19,7 @@ import pytest
 from sybil import Example, Sybil
 from sybil.parsers.myst import CodeBlockParser, PythonCodeBlockParser
 
+from tests.support import torchs_own
 from tests.support.rpc_group import checkout_env, rpc_group
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,8 +54,10 @@ def _run_console(example: Example) -> None:
             text=True,
             timeout=COMMAND_TIMEOUT_S,
         )
-        # What a page shows: stdout; a failing command's stderr (torch's own warnings go there)
-        printed = [line.rstrip() for line in (done.stderr if status else done.stdout).splitlines()]
+        # What a page shows: stdout (without what torch 2.8 prints there on its own); a failing
+        # command's stderr (torch's own warnings go there)
+        output = done.stderr if status else torchs_own.stdout_without_torchs(done.stdout)
+        printed = [line.rstrip() for line in output.splitlines()]
         assert done.returncode == status, (
             f"$ {command}: exit {done.returncode}\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
         )

@@ -247,7 +247,10 @@ def script_module(module: torch.nn.Module, what: str) -> Any:
         with _compile_lock:  # (see _script_module)
             return script(module, what)
     try:
-        return _script_module(module)
+        # torch's pipeline compiles each free function the module calls with torch.jit.script
+        # itself (try_compile_fn), which gives the notice too.
+        with on_purpose():
+            return _script_module(module)
     except Exception as error:
         if available():
             raise

@@ -27,8 +27,9 @@ import torch.distributed.rpc as rpc
 
 import remote_module
 from remote_module import OwnerFailover, RemoteModule
+from remote_module.runtime.caller import failover
 from tests.support import failover_helpers as helpers
-from tests.support.reliability_helpers import wait_bounded
+from tests.support.reliability_helpers import debug_counts, wait_bounded
 
 WORLD_SIZE = 9
 TIMEOUT = 5.0  # the RemoteModule timeout: every wait below is bounded by it
@@ -378,6 +379,20 @@ def killed_with_families(group: list[subprocess.Popen[bytes]]) -> dict[str, Any]
     }
 
 
+def test_what_the_holders_held_of_the_dead_owner_is_never_released(
+    killed_with_families: dict[str, Any],
+) -> None:
+    # Releasing an RRef sends its owner a delete that torch retries for seconds, logging each
+    # try to a dead owner on stderr: each RemoteModule moved off worker4 (nine here) keeps its
+    # module's RRef, and a scripted family's its keeper, while RPC runs.
+    kept = [rref.owner_name() for rref in failover._dead_owners_rrefs.values()]
+    assert kept.count("worker4") >= 9 + 1, kept
+    deadline = time.monotonic() + TIMEOUT  # the deletions to live owners, answered
+    while debug_counts()["num_pending_futures"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert debug_counts()["num_pending_futures"] == 0, "a deletion is retried (a dead owner)"
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_after_a_kill_calls_reach_the_standby_with_the_checkpointed_state(
     killed_with_families: dict[str, Any], family: str
@@ -530,7 +545,9 @@ def test_with_no_standby_alive_a_named_runtime_error_comes_within_the_timeouts(
 ) -> None:
     short = 2.0
     rm = RemoteModule("worker6/cpu", helpers.Accumulator, standby=["worker7/cpu"], timeout=short)
+    bare = RemoteModule("worker6/cpu", helpers.Accumulator, timeout=short)  # no standby at all
     rm(ones())
+    bare(ones())
     rm.checkpoint()
     kill(group, "worker6", "worker7")
     started = time.monotonic()
@@ -542,6 +559,11 @@ def test_with_no_standby_alive_a_named_runtime_error_comes_within_the_timeouts(
         assert name in str(raised.value), str(raised.value)
     assert took_s < short * 1 + SLACK  # at most the timeout per standby
     assert rm.on == "worker6"
+    with pytest.raises(RuntimeError, match="worker 'worker6' is gone"):
+        bare(ones())
+    # Neither will release its RRef on the dead owner (torch would retry, and log, the delete).
+    kept = failover._dead_owners_rrefs
+    assert id(rm.module_rref) in kept and id(bare.module_rref) in kept
 
 
 # --- A checkpoint cut off by the owner's death ------------------------------------------------

@@ -1,6 +1,10 @@
 """The CLI and the runtime print none of torch's TorchScript deprecation warnings for the
 TorchScript they use on purpose (``DeprecationWarning`` on torch 2.13, ``FutureWarning`` on
-2.14), and hide nothing else: a user's own ``torch.jit.script`` still warns."""
+2.14), and hide nothing else: a user's own ``torch.jit.script`` still warns. A user's own
+program, as the docs show it (training a scripted hybrid), prints nothing of ours: no warning
+raised with our code on the stack, and on stderr nothing but what torch prints on its own for
+plain RPC use (``tests/support/torchs_own.py``; the demo's runs are held to it in
+``tests/test_demo.py``)."""
 
 from __future__ import annotations
 
@@ -11,10 +15,13 @@ import sys
 import warnings
 from pathlib import Path
 
+import pytest
 import torch
 
 from remote_module import _compat
 from remote_module import _torchscript as torchscript
+from remote_module.demo import quiet
+from tests.support import torchs_own
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,30 +49,26 @@ def test_cli_prints_no_torchscript_warning(tmp_path: Path) -> None:
 def test_caller_and_owner_print_no_torchscript_warning() -> None:
     run = _run("-m", "tests.support.quiet_torchscript")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.startswith("done")
+    assert torchs_own.stdout_without_torchs(run.stdout).startswith("done")
     assert "torch.jit" not in run.stderr and "TorchScript" not in run.stderr, run.stderr
+    assert torchs_own.not_torchs(run.stderr) == [], run.stderr
 
 
-# What torch itself still prints for such a program (the README lists them): its own RPC
-# start-up, the user's own torch.jit.script, and torch.distributed.optim's own TorchScript
-# (its interfaces and scripted functional optimizers, at import and on the owners).
-TORCHS_OWN = (
-    "You are using a Backend <class 'torch.distributed.distributed_c10d.ProcessGroupGloo'>",
-    "`torch.jit.script` is deprecated",
-    "`torch.jit.interface` is deprecated",
-    "`TorchScript` support for functional optimizers is deprecated",
-)
-
-
-def test_a_three_worker_program_warns_nothing_of_ours(tmp_path: Path) -> None:
+def test_a_users_training_program_prints_nothing_of_ours(tmp_path: Path) -> None:
     run = _run("-m", "tests.support.quiet_program", str(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
+    trained = torchs_own.stdout_without_torchs(run.stdout)
+    assert trained.startswith("trained [") and trained.count("\n") == 1, run.stdout
+    losses = [float(loss) for loss in trained[len("trained [") : -2].split(",")]
+    assert losses[-1] < losses[0], losses
     seen = [w for rank in range(3) for w in json.loads((tmp_path / f"{rank}.json").read_text())]
     # Raised with our code on the stack: only the one the program asks for on purpose.
     ours = [w["message"] for w in seen if w["ours"]]
     assert len(ours) == 1 and "names another worker" in ours[0], ours
-    others = {w["message"] for w in seen if not w["ours"]}
-    assert {message for message in others if not message.startswith(TORCHS_OWN)} == set()
+    # Every other warning is torch's own, as Python shows it; so is every line on stderr.
+    shown = [f"{w['where']}: {w['category']}: {w['message']}" for w in seen if not w["ours"]]
+    assert [line for line in shown if torchs_own.not_torchs(line)] == []
+    assert torchs_own.not_torchs(run.stderr) == [], run.stderr[-3000:]
 
 
 def test_only_torchs_two_messages_are_silenced() -> None:
@@ -131,3 +134,50 @@ def test_no_filter_swap_where_the_filters_already_drop_the_notices() -> None:
         with torchscript.on_purpose():
             # swapped for the section (where this torch warns at all: 2.10 and later)
             assert (warnings.filters is not filters) == bool(_compat.TORCHSCRIPT_NOTICES)
+
+
+def _optim_notice(category: type[Warning]) -> None:
+    """DistributedOptimizer's notice as torch raises it: past every filter, from its own code."""
+    code = (
+        "import warnings\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('always')\n"
+        f"    warnings.warn(message, {category.__name__}, stacklevel=1)\n"
+    )
+    optim = os.path.join(os.path.dirname(torch.__file__), "distributed", "optim", "optimizer.py")
+    exec(compile(code, optim, "exec"), {"message": NOTICE})
+
+
+NOTICE = "`TorchScript` support for functional optimizers is deprecated and will be removed"
+
+
+def test_the_demo_hides_torchs_notices_from_torchs_own_code_only() -> None:
+    with warnings.catch_warnings(record=True) as caught:  # restores filters and showwarning
+        warnings.simplefilter("always")
+        quiet.hide_torchs_notices()
+        _optim_notice(DeprecationWarning)  # hidden
+        for message, category in [
+            (NOTICE, DeprecationWarning),  # not from torch's code: shown
+            ("`torch.jit.script` is deprecated", FutureWarning),  # ours would be: shown
+            ("something else is deprecated", DeprecationWarning),
+        ]:
+            warnings.warn(message, category, stacklevel=1)
+    assert [(str(w.message), w.category) for w in caught] == [
+        (NOTICE, DeprecationWarning),
+        ("`torch.jit.script` is deprecated", FutureWarning),
+        ("something else is deprecated", DeprecationWarning),
+    ]
+
+
+def test_the_gloo_connection_lines_are_dropped_from_stdout_and_nothing_else(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    with quiet.without_gloos_connection_lines():
+        os.write(1, b"[Gloo] Rank 1 is connected to 3 peer ranks. ")
+        os.write(1, b"Expected number of connected peer ranks is : 3\n")
+        print("kept", flush=True)
+        os.write(1, b"[Gloo] Rank 1 is connected to 3 peer ranks, and more\n")
+    print("after")
+    assert capfd.readouterr().out == (
+        "kept\n[Gloo] Rank 1 is connected to 3 peer ranks, and more\nafter\n"
+    )

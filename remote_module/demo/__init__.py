@@ -14,7 +14,8 @@ By default every worker is spawned here on 127.0.0.1. With ``RANK``/``WORLD_SIZE
 Modules: :mod:`.cli` (flags), :mod:`.launch` (spawning, joining, supervision, shutdown),
 :mod:`.roles` (master, parameter server, trainers), :mod:`.data` (the synthetic task and its
 held-out split), :mod:`.report` (progress bar, table, JSON, plot), :mod:`.config` (settings
-and the ranks' names).
+and the ranks' names), :mod:`.quiet` (what torch prints for the demo's own calls, kept off its
+output).
 """
 
 from remote_module.demo.cli import main

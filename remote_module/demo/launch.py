@@ -3,35 +3,25 @@ supervised until the master is done, and stopped on success, error and Ctrl-C.""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
-import re
 import signal
 import sys
 import time
 import traceback
-import warnings
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.distributed.rpc as rpc
 
+from remote_module import _compat
 from remote_module._process import end_processes, exit_now, exit_when_orphaned
-from remote_module.demo import roles
+from remote_module.demo import quiet, roles
 from remote_module.demo.config import FIRST_TRAINER, MASTER, PS, DemoConfig
-
-# TorchScript's deprecation notices, for the demo's purposeful use of it: scripting the
-# feature extractor and the stubs, DistributedOptimizer scripting functional optimizers, and
-# torch.distributed.optim scripting at import. DeprecationWarning on torch 2.13, FutureWarning
-# from 2.14.
-TORCHSCRIPT_NOTICES = re.compile(
-    r"`torch\.jit\.script` is deprecated"
-    r"|`torch\.jit\.interface` is deprecated"
-    r"|`TorchScript` support for functional optimizers is deprecated"
-)
-TORCHSCRIPT_NOTICE_CATEGORIES = (DeprecationWarning, FutureWarning)
 
 
 def run(config: DemoConfig) -> int:
@@ -40,37 +30,6 @@ def run(config: DemoConfig) -> int:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return _join_from_env(config)
     return _spawn_all(config)
-
-
-def quiet_torchscript_notices() -> None:
-    """Hide exactly ``TORCHSCRIPT_NOTICES`` (of ``TORCHSCRIPT_NOTICE_CATEGORIES``) in this
-    process, and let every other warning through.
-
-    For a worker process, which exists to run the demo: the notices come from RPC threads
-    too (the parameter server scripts what trainers send it), so no ``catch_warnings``
-    block on one thread could scope them.
-    """
-    for category in TORCHSCRIPT_NOTICE_CATEGORIES:
-        warnings.filterwarnings("ignore", message=TORCHSCRIPT_NOTICES.pattern, category=category)
-    # torch.distributed.optim warns under simplefilter("always"), which outranks any filter,
-    # so the same test also runs where warnings are shown.
-    show = warnings.showwarning
-
-    def show_unless_notice(
-        message: Warning | str,
-        category: type[Warning],
-        filename: str,
-        lineno: int,
-        file: TextIO | None = None,
-        line: str | None = None,
-    ) -> None:
-        if not (
-            issubclass(category, TORCHSCRIPT_NOTICE_CATEGORIES)
-            and TORCHSCRIPT_NOTICES.match(str(message))
-        ):
-            show(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show_unless_notice
 
 
 def _join_from_env(config: DemoConfig) -> int:
@@ -187,16 +146,17 @@ def _run_worker(rank: int, world_size: int, config: DemoConfig) -> int:
             timeout=timedelta(seconds=config.timeout),
             multi_tenant=True,
         )
-        if FIRST_TRAINER <= rank < FIRST_TRAINER + config.trainers:
-            dist.init_process_group(
-                "gloo",
-                store=dist.PrefixStore("trainers", store),
-                rank=rank - FIRST_TRAINER,
-                world_size=config.trainers,
+        with quiet.without_gloos_connection_lines():
+            if FIRST_TRAINER <= rank < FIRST_TRAINER + config.trainers:
+                dist.init_process_group(
+                    "gloo",
+                    store=dist.PrefixStore("trainers", store),
+                    rank=rank - FIRST_TRAINER,
+                    world_size=config.trainers,
+                )
+            rpc.init_rpc(
+                config.name(rank), rank=rank, world_size=world_size, rpc_backend_options=options
             )
-        rpc.init_rpc(
-            config.name(rank), rank=rank, world_size=world_size, rpc_backend_options=options
-        )
         if rank == MASTER:
             roles.master(config)
         if config.kill_owner_at is not None:
@@ -229,32 +189,42 @@ def _store_host_leaves_last(store: Any, rank: int, world_size: int, config: Demo
 
 
 def _leave_without_the_dead(store: Any, rank: int, config: DemoConfig) -> None:
-    """A graceful ``rpc.shutdown`` waits for every worker, the killed parameter server too.
-    After a failover the master says instead when the run is over (a key in the store), each
-    live worker says it saw that, and the master leaves last."""
+    """A graceful ``rpc.shutdown`` waits for every worker, the killed parameter server too, and
+    releases every RRef first. After a failover the master says instead when the run is over
+    (a key in the store); every live worker then releases what it holds of the others and
+    waits, bounded by the RPC timeout, until nothing it owns is held elsewhere (torch reports
+    each RRef still held at a shutdown, "Detected RRef Leaks during shutdown"); the live
+    workers leave together. RRefs to the dead parameter server stay held: releasing one has
+    torch retry, and log, a delete message to it."""
     deadline = timedelta(seconds=config.timeout + 60 + config.steps * 2.0)
-    if rank != MASTER:
+    if rank == MASTER:
+        store.set("done", "1")
+    else:
         store.wait(["done"], deadline)
-        store.add("left", 1)
-        return
-    store.set("done", "1")
-    others = config.world_size - 2  # all but the master and the parameter server
-    _wait_for_count(store, "left", others, config.timeout)
+    live = config.world_size - 1  # all but the parameter server
+    gc.collect()  # the run's RemoteModules and optimizers (a failover's traceback holds some)
+    _wait_until(lambda: _compat.rref_counts()["num_pending_futures"] == 0, config.timeout)
+    store.add("released", 1)
+    _wait_for_count(store, "released", live, config.timeout)
+    _wait_until(lambda: _compat.rref_counts()["num_forks"] == 0, config.timeout)
+    store.add("left", 1)
+    _wait_for_count(store, "left", live, config.timeout)
+
+
+def _wait_until(done: Callable[[], bool], within_s: float) -> None:
+    """Poll ``done()`` until it is true, for at most ``within_s``."""
+    give_up = time.monotonic() + within_s
+    while not done() and time.monotonic() < give_up:
+        time.sleep(0.05)
 
 
 def _wait_for_count(store: Any, key: str, count: int, within_s: float) -> None:
     """Poll the store's counter ``key`` until it reaches ``count``, for at most ``within_s``."""
-    give_up = time.monotonic() + within_s
-    while store.add(key, 0) < count and time.monotonic() < give_up:
-        time.sleep(0.05)
+    _wait_until(lambda: store.add(key, 0) >= count, within_s)
 
 
 def _prepare_worker_process() -> None:
-    quiet_torchscript_notices()
-    # rpc.shutdown() goes through a deprecated ProcessGroup path inside torch itself.
-    warnings.filterwarnings(
-        "ignore", message="You are using a Backend .*ProcessGroupGloo", category=UserWarning
-    )
+    quiet.hide_torchs_notices()
     # The sparse embedding gradients come from torch's own backward; torch warns when the
     # choice not to check them is left implicit.
     torch.sparse.check_sparse_tensor_invariants.disable()

@@ -120,11 +120,16 @@ def _after_failover(embedding: Any) -> float:
 
 
 def _features(embedding: Any, config: DemoConfig) -> nn.Module:
-    """The feature extractor, scripted; with ``--kill-owner-at`` eager, so that its calls
+    """The feature extractor, scripted (``torch.jit.script``, without torch's deprecation
+    notice: the demo scripts on purpose); with ``--kill-owner-at`` eager, so that its calls
     raise OwnerFailover and count towards the owner's checkpoints (TorchScript code sends
     straight to the owner it was scripted with, and raises torch's own error)."""
+    from remote_module import _torchscript
+
     features = Features(embedding)
-    return features if config.kill_owner_at is not None else torch.jit.script(features)
+    if config.kill_owner_at is not None:
+        return features
+    return _torchscript.script(features, "the demo's feature extractor")
 
 
 class _Failover:
@@ -155,6 +160,14 @@ class _Failover:
                 pass
         dist.barrier()
 
+    def superseded(self, optimizer: Any, failover: Any) -> None:
+        """``optimizer`` is replaced after ``failover``: its RRef to the optimizer on the dead
+        owner is kept while this process lives (:data:`_DEAD_OWNERS_RREFS`)."""
+        dead = failover.failed_owner
+        _DEAD_OWNERS_RREFS.extend(
+            rref for rref in optimizer.remote_optimizers if rref.owner_name() == dead
+        )
+
     def met(self, embedding: Any, error: Exception) -> Any:
         """The OwnerFailover behind ``error``, or None where the owner is alive (the error
         is then the caller's to raise)."""
@@ -183,6 +196,13 @@ class _Failover:
                 "steps_lost": max(0, round(lost_calls / self.trainers)),
             }
         )
+
+
+# What the trainers' replaced optimizers hold on a killed parameter server. Releasing an RRef
+# sends its owner a delete message, which torch retries and logs at every try to a dead owner
+# ("... encountered error when sending outgoing request #N to ps: eof"); after rpc.shutdown()
+# a release sends nothing. (RemoteModule keeps its own RRefs to a dead owner likewise.)
+_DEAD_OWNERS_RREFS: list[Any] = []
 
 
 def _die() -> None:
@@ -235,6 +255,7 @@ def _train(
                 met = failover.met(embedding, error)
                 if met is None:
                     raise
+                failover.superseded(optimizer, met)
                 optimizer = optimizer_now()
                 took_s = time.perf_counter() - began
                 failover.record(stats, met, step, took_s, (calls - 1) * config.trainers)
@@ -267,6 +288,7 @@ def _train(
                 met = failover.met(embedding, error)
                 if met is None:
                     raise
+                failover.superseded(optimizer, met)
                 optimizer = optimizer_now()
                 if pending is None:  # the calls that reached the old owner: all but this one
                     pending = (met, attempt_started, calls - 1)

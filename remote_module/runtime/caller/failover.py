@@ -135,10 +135,12 @@ def failed(remote_module: Any, error: Exception, method: str, at: int) -> Except
     the RuntimeError saying no standby answered); otherwise :func:`errors.failure`'s."""
     plan: Plan | None = remote_module._rm_record.failover
     if plan is None or not owner_gone(error):
+        if plan is None and owner_gone(error):
+            _keep_until_exit(remote_module)  # its owner for good: it never moves
         creator = remote_module._rm_record.creator
         return failure(error, method, owner_name(remote_module), creator)
     try:
-        promotion = _take_over(remote_module, plan, at)
+        promotion = _take_over(remote_module, plan, at, owner_dead=True)
     except _NoStandby as none:
         dead = plan.seats[at].worker
         return RuntimeError(
@@ -155,6 +157,8 @@ def failed_later(
     on RPCs, so it runs on a thread of its own, never in an RPC callback."""
     plan: Plan | None = remote_module._rm_record.failover
     if plan is None or not owner_gone(error):
+        if plan is None and owner_gone(error):
+            _keep_until_exit(remote_module)
         creator = remote_module._rm_record.creator
         result.set_exception(failure(error, method, owner_name(remote_module), creator))
         return
@@ -188,9 +192,11 @@ class _NoStandby(Exception):
     """No seat after the failed owner answered; the text lists each one and why."""
 
 
-def _take_over(remote_module: Any, plan: Plan, at: int) -> Promotion:
+def _take_over(remote_module: Any, plan: Plan, at: int, owner_dead: bool = False) -> Promotion:
     """Move ``remote_module`` off seat ``at`` to the first later seat that takes it over (the
-    seat decides which module that is); once per failed seat on this holder."""
+    seat decides which module that is); once per failed seat on this holder. Where the owner
+    at seat ``at`` is dead, what this holder held of it is kept until the process ends
+    (:func:`_keep_until_exit`), whether a standby takes over or none does."""
     with plan.lock:
         if plan.position > at and plan.last is not None:
             return plan.last  # another operation of this holder met the same death
@@ -211,9 +217,13 @@ def _take_over(remote_module: Any, plan: Plan, at: int) -> Promotion:
                 tried.append(f"{seat.worker!r}: {reply.error_type}: {reply.message}")
                 continue
             module_rref, version, now_at = reply
+            if owner_dead:
+                _keep_until_exit(remote_module)
             _move(remote_module, plan, now_at, module_rref)
             plan.last = Promotion(failed_owner, plan.seats[now_at].worker, version)
             return plan.last
+        if owner_dead:
+            _keep_until_exit(remote_module)
         raise _NoStandby("; ".join(tried) or "none: no standby after it")
 
 
@@ -235,6 +245,26 @@ def _move(remote_module: Any, plan: Plan, at: int, module_rref: Any) -> None:
     record.pending = None  # the standby loaded the generated module before it replied
     record.ticket = tuple(plan.ticket) if plan.every is not None else None
     route.choose(remote_module)  # to the new owner, with no key there yet
+
+
+# RRefs to owners that died, from this process's RemoteModules that met the death (by id:
+# each once), never released while RPC runs. Releasing a user RRef sends its owner a delete,
+# which torch retries with backoff and logs on stderr at every try to a dead owner ("RPC agent
+# for ... encountered error when sending outgoing request #N to ps: eof", several per RRef over
+# seconds); after rpc.shutdown() a release sends nothing. An RRef is only a handle here: what it
+# referred to died with its owner.
+_dead_owners_rrefs: dict[int, Any] = {}
+_dead_owners_lock = threading.Lock()
+
+
+def _keep_until_exit(remote_module: Any) -> None:
+    """Keep what ``remote_module`` holds of its dead owner (its module's RRef, and the keeper
+    RRef of a scripted module's key there) for as long as this process lives. Called where the
+    RemoteModule cannot move meanwhile (under its plan's lock, or without a plan)."""
+    record: Record = remote_module._rm_record
+    held = [remote_module.__dict__.get("module_rref"), record.keeper, record.reference]
+    with _dead_owners_lock:
+        _dead_owners_rrefs.update((id(r), r) for r in held if isinstance(r, rpc.PyRRef))
 
 
 def _failover_error(method: str, promotion: Promotion) -> OwnerFailover:
