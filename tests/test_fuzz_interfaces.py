@@ -523,8 +523,6 @@ ALLOWED_CALLS = {
     "_rm.rpc_async",
     "_rm.fork",
     "_rm_future.wait",
-    "_rm_future.then",
-    "<call>.then",  # _rm.call_async(...).then(decoder)
     "future.wait",
     "self.module_rref.owner",
     "_rm.call",

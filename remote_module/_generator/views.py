@@ -68,6 +68,8 @@ class MethodView:
         self.wire_result = f"{INTERNAL_PREFIX}{method.name}_wire_result"
         self.returns = str(method.returns)
         self.future_returns = f"Future[{method.returns}]"
+        # What the typed class declares: a Future that asyncio can also await.
+        self.awaitable_returns = f"_rm.AwaitableFuture[{method.returns}]"
         self.arguments = tuple(arg.name for arg in method.arguments)
         # A wire dtype changes what TorchScript sends only where the method carries tensors.
         self.uses_wire = view.script and any(t.contains_tensor for t in method.types)
@@ -107,15 +109,13 @@ class MethodView:
         return ("self", string_literal(self.name), self.remote, arguments, self.hints)
 
     @property
-    def python_async_decoded(self) -> str:
-        """The Python branch of ``m_async`` where the result is decoded: the call's future
-        decoded by ``then``, as one statement or two, whichever takes fewer lines."""
-        call = Expr("_rm.call_async", self.python_call)
-        chained = call.line(4, "return ", f".then({self.wait_decoder})")
-        stepwise = (
-            f"{call.line(4, '_rm_future = ')}\n    return _rm_future.then({self.wait_decoder})"
-        )
-        return min(stepwise, chained, key=lambda text: text.count("\n"))
+    def python_async_call(self) -> tuple[str, ...]:
+        """The arguments of ``_rm.call_async``: those of ``_rm.call``, and the decoder where the
+        result holds NamedTuples (the runtime decodes as it completes the future: a ``then``
+        would return torch's own future, which asyncio cannot await)."""
+        if not self.decodes:
+            return self.python_call
+        return (*self.python_call, f"decode={self.decoder}")
 
     @property
     def python_sync_decoded(self) -> str:
@@ -342,7 +342,7 @@ class InterfaceView:
     @property
     def wait_decoders(self) -> tuple[tuple[str, str, str, str], ...]:
         """``(name, parameter, result type, decoder)`` of each result type whose futures are
-        decoded (a Python ``then`` callback, a TorchScript ``fork``), in method order."""
+        decoded in TorchScript (by ``fork``), in method order."""
         found: dict[str, tuple[str, str, str, str]] = {}
         for method in self.methods:
             if method.decodes:

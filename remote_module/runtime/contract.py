@@ -7,7 +7,9 @@ imports this module as ``_rm`` and uses exactly what ``__all__`` lists:
   (see ``remote_module.runtime.registry``);
 - :func:`call` / :func:`call_async` in the caller-side methods outside TorchScript (argument
   checks, sending, the casts of a ``wire_dtype``, naming failures), and :func:`move_to_device`
-  where no types are known (a union, in Python);
+  where no types are known (a union, in Python); :class:`AwaitableFuture`, what
+  ``call_async`` returns, in the typed classes' ``m_async`` (a ``torch.futures.Future`` that
+  asyncio can await);
 - :func:`owner_module` in eager remote functions: the module a call names (its key in the
   owner's table, or its RRef; see ``remote_module.runtime.caller.keys``); :func:`keyed_module` in
   the TorchScript family's keyed remote functions, through a lookup marked :func:`ignore`
@@ -46,6 +48,7 @@ from remote_module._shared import (
 )
 from remote_module.runtime.batching import Batching
 from remote_module.runtime.caller import failover
+from remote_module.runtime.caller.awaitable import AwaitableFuture
 from remote_module.runtime.caller.calls import call, call_async
 from remote_module.runtime.caller.module import RemoteModule
 from remote_module.runtime.owner import keyed_module
@@ -55,6 +58,7 @@ from remote_module.runtime.values import move_to_device
 
 __all__ = [
     "CALL_PREFIX",
+    "AwaitableFuture",
     "RemoteModule",
     "TypedRemoteModule",
     "call",

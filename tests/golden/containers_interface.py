@@ -56,7 +56,7 @@ class RemoteContainersInterface(_rm.TypedRemoteModule):
             pair: tuple[Tensor, int],
             maybe: Tensor | None = None,
             count: int | None = None,
-        ) -> Future[Stats]: ...
+        ) -> _rm.AwaitableFuture[Stats]: ...
 
         def __call__(
             self,
@@ -70,7 +70,7 @@ class RemoteContainersInterface(_rm.TypedRemoteModule):
 
         def boxed(self, box: Box, tag: str = "b") -> Box: ...
 
-        def boxed_async(self, box: Box, tag: str = "b") -> Future[Box]: ...
+        def boxed_async(self, box: Box, tag: str = "b") -> _rm.AwaitableFuture[Box]: ...
 
         def nested(
             self,
@@ -82,7 +82,7 @@ class RemoteContainersInterface(_rm.TypedRemoteModule):
             self,
             batches: list[dict[str, Tensor]],
             keys: list[str],
-        ) -> Future[tuple[list[Tensor], Stats]]: ...
+        ) -> _rm.AwaitableFuture[tuple[list[Tensor], Stats]]: ...
 
 
 def forward_async(
@@ -138,7 +138,8 @@ def forward_async(
         _remote_forward,
         (x, many, table, pair, maybe, count),
         _rm_forward_hints,
-    ).then(_rm_wait_decode_Stats)
+        decode=_rm_decode_Stats,
+    )
 
 
 def forward(
@@ -228,7 +229,8 @@ def nested_async(
         _remote_nested,
         (batches, keys),
         _rm_nested_hints,
-    ).then(_rm_wait_decode_tuple_list_Tensor_Stats)
+        decode=_rm_decode_tuple_list_Tensor_Stats,
+    )
 
 
 def nested(

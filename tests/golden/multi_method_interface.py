@@ -55,7 +55,7 @@ class RemoteMultiMethodInterface(_rm.TypedRemoteModule):
             x: Tensor,
             scale: float = 1.0,
             label: str = "w",
-        ) -> Future[Tensor]: ...
+        ) -> _rm.AwaitableFuture[Tensor]: ...
 
         def __call__(
             self,
@@ -66,7 +66,7 @@ class RemoteMultiMethodInterface(_rm.TypedRemoteModule):
 
         def step_count(self) -> int: ...
 
-        def step_count_async(self) -> Future[int]: ...
+        def step_count_async(self) -> _rm.AwaitableFuture[int]: ...
 
         def describe(
             self,
@@ -80,7 +80,7 @@ class RemoteMultiMethodInterface(_rm.TypedRemoteModule):
             prefix: str = 'say "hi"\n',
             times: int = -2,
             flags: tuple[bool, int] = (True, 0),
-        ) -> Future[str]: ...
+        ) -> _rm.AwaitableFuture[str]: ...
 
 
 def forward_async(

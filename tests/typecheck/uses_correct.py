@@ -21,15 +21,18 @@ def use_the_torchscript_interface(x: Tensor) -> None:
     assert_type(rm.forward(x), Scored)
     assert_type(rm.forward(x, scale=2.0), Scored)
     assert_type(rm(x, 2.0), Scored)
-    assert_type(rm.forward_async(x), Future[Scored])
+    future: Future[Scored] = rm.forward_async(x)  # a torch future where one is expected
+    assert_type(future.wait(), Scored)
     assert_type(rm.forward_async(x).wait(), Scored)
+    assert_type(rm.forward_async(x).then(lambda done: done.wait().label), Future[int])
     assert_type(rm.forward(x).score, Tensor)
     assert_type(rm.forward(x).label, int)
     assert_type(rm.stats(), dict[str, float])
-    assert_type(rm.stats_async(), Future[dict[str, float]])
+    stats: Future[dict[str, float]] = rm.stats_async()
+    assert_type(stats.wait(), dict[str, float])
     assert_type(rm.top(x, k=3), list[Scored])
     assert_type(rm.best(x, threshold=None), Scored | None)
-    assert_type(rm.table_async(x), Future[dict[str, Scored]])
+    assert_type(rm.table_async(x).wait(), dict[str, Scored])
     assert_type(rm.pair(x), tuple[Scored, Tensor])
     assert_type(rm.train(), RemoteScorerInterface)
     assert_type(rm.remote_parameters(), list[RRef[Parameter]])
@@ -41,11 +44,24 @@ def use_the_protocol(x: Tensor) -> None:
     rm = RemoteScorerProtocol("worker1/cpu", Scorer, kwargs={"features": 4})
     assert_type(rm.forward(x), Scored)
     assert_type(rm(x), Scored)
-    assert_type(rm.top_async(x, 1), Future[list[Scored]])
+    top: Future[list[Scored]] = rm.top_async(x, 1)
+    assert_type(top.wait(), list[Scored])
     best = rm.best(x)
     assert_type(best, Scored | None)
     if best is not None:
         assert_type(best.label, int)
+
+
+async def await_the_futures(x: Tensor) -> None:
+    rm = RemoteScorerInterface("worker1/cpu", Scorer, args=(4,))
+    assert_type(await rm.forward_async(x), Scored)
+    assert_type((await rm.forward_async(x, 2.0)).label, int)
+    assert_type(await rm.stats_async(), dict[str, float])
+    assert_type(await rm.pair_async(x), tuple[Scored, Tensor])
+    protocol = RemoteScorerProtocol("worker1/cpu", Scorer)
+    assert_type(await protocol.top_async(x, 1), list[Scored])
+    assert_type(await protocol.best_async(x), Scored | None)
+    assert_type(await protocol.table_async(x), dict[str, Scored])
 
 
 def untyped_remote_module_stays_dynamic(x: Tensor) -> None:

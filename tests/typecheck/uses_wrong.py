@@ -22,3 +22,11 @@ def wrong_uses(x: Tensor) -> None:
     protocol = RemoteScorerProtocol("worker1/cpu", Scorer)
     print(protocol.stats(1))  # error: too many arguments
     print(protocol.pair(x)[0].score.nonexistent)  # error: Tensor has no such attribute
+
+
+async def wrong_awaits(x: Tensor) -> None:
+    rm = RemoteScorerInterface("worker1/cpu", Scorer)
+    print((await rm.forward_async(x)).scroe)  # error: an unknown attribute of an awaited result
+    print(await rm.forward(x))  # error: a result is no future: nothing to await
+    protocol = RemoteScorerProtocol("worker1/cpu", Scorer)
+    print((await protocol.stats_async())["weight_sum"].upper())  # error: a float has no upper()

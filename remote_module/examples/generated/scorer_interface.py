@@ -40,13 +40,17 @@ class RemoteScorerInterface(_rm.TypedRemoteModule):
 
         def forward(self, x: Tensor, scale: float = 1.0) -> Scored: ...
 
-        def forward_async(self, x: Tensor, scale: float = 1.0) -> Future[Scored]: ...
+        def forward_async(
+            self,
+            x: Tensor,
+            scale: float = 1.0,
+        ) -> _rm.AwaitableFuture[Scored]: ...
 
         def __call__(self, x: Tensor, scale: float = 1.0) -> Scored: ...
 
         def stats(self) -> dict[str, float]: ...
 
-        def stats_async(self) -> Future[dict[str, float]]: ...
+        def stats_async(self) -> _rm.AwaitableFuture[dict[str, float]]: ...
 
 
 def forward_async(
@@ -84,7 +88,8 @@ def forward_async(
         _remote_forward,
         (x, scale),
         _rm_forward_hints,
-    ).then(_rm_wait_decode_Scored)
+        decode=_rm_decode_Scored,
+    )
 
 
 def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:

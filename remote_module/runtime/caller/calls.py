@@ -20,6 +20,7 @@ from torch.futures import Future
 
 from remote_module.runtime import values
 from remote_module.runtime.caller import compiled, failover, pending
+from remote_module.runtime.caller.awaitable import AwaitableFuture
 from remote_module.runtime.caller.record import Record
 from remote_module.runtime.caller.replies import wait_returning_rrefs
 from remote_module.runtime.caller.route import Sent
@@ -57,21 +58,25 @@ def call_async(
     args: tuple[Any, ...],
     hints: Sequence[tuple[Any, ...]] | None,
     kwargs: Mapping[str, Any] | None = None,
-) -> Future[R]:
-    """Run ``method`` on the owner and return a future of its result.
+    decode: Callable[[R], R] | None = None,
+) -> AwaitableFuture[R]:
+    """Run ``method`` on the owner and return a future of its result (through ``decode``,
+    where given: a result that holds NamedTuples).
 
     The future is chained to the RPC's, so that its errors are those of :func:`call`, naming
     the owner and the method (torch's own name neither), with or without a RemoteModule
     ``timeout``; a RemoteModule's first eager call settles its key there, and a call with a
-    ``wire_dtype`` casts its result back.
+    ``wire_dtype`` casts its result back. It is a ``torch.futures.Future`` that asyncio can
+    also await (:class:`AwaitableFuture`); the decoding happens here, not in a ``then``,
+    whose future would be torch's own.
     """
     if torch.compiler.is_compiling():  # a Future is no tensor: a graph break, run eagerly
         return compiled.call_async(
-            remote_module, call_async, method, remote_fn, args, hints, kwargs
+            remote_module, call_async, method, remote_fn, args, hints, kwargs, decode
         )
     sent = _start(remote_module, method, remote_fn, args, hints, kwargs)
     route = sent.route
-    result: Future[R] = Future()
+    result: AwaitableFuture[R] = AwaitableFuture()
 
     def settle(done: Future[Any]) -> None:
         # Never raise here: torch would log the error and leave ``result`` pending forever.
@@ -82,7 +87,8 @@ def call_async(
             failover.failed_later(remote_module, error, method, route.seat, result)
             return
         try:
-            result.set_result(route.settle(remote_module, value))
+            value = route.settle(remote_module, value)
+            result.set_result(value if decode is None else decode(value))
         except Exception as error:  # a failed creation, raised once as it is named
             result.set_exception(error)  # type: ignore[arg-type]
 

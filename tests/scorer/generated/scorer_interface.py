@@ -41,17 +41,25 @@ class RemoteScorerInterface(_rm.TypedRemoteModule):
 
         def forward(self, x: Tensor, scale: float = 1.0) -> Scored: ...
 
-        def forward_async(self, x: Tensor, scale: float = 1.0) -> Future[Scored]: ...
+        def forward_async(
+            self,
+            x: Tensor,
+            scale: float = 1.0,
+        ) -> _rm.AwaitableFuture[Scored]: ...
 
         def __call__(self, x: Tensor, scale: float = 1.0) -> Scored: ...
 
         def stats(self) -> dict[str, float]: ...
 
-        def stats_async(self) -> Future[dict[str, float]]: ...
+        def stats_async(self) -> _rm.AwaitableFuture[dict[str, float]]: ...
 
         def top(self, x: Tensor, k: int = 2) -> list[Scored]: ...
 
-        def top_async(self, x: Tensor, k: int = 2) -> Future[list[Scored]]: ...
+        def top_async(
+            self,
+            x: Tensor,
+            k: int = 2,
+        ) -> _rm.AwaitableFuture[list[Scored]]: ...
 
         def best(self, x: Tensor, threshold: float | None = None) -> Scored | None: ...
 
@@ -59,15 +67,18 @@ class RemoteScorerInterface(_rm.TypedRemoteModule):
             self,
             x: Tensor,
             threshold: float | None = None,
-        ) -> Future[Scored | None]: ...
+        ) -> _rm.AwaitableFuture[Scored | None]: ...
 
         def table(self, x: Tensor) -> dict[str, Scored]: ...
 
-        def table_async(self, x: Tensor) -> Future[dict[str, Scored]]: ...
+        def table_async(self, x: Tensor) -> _rm.AwaitableFuture[dict[str, Scored]]: ...
 
         def pair(self, x: Tensor) -> tuple[Scored, Tensor]: ...
 
-        def pair_async(self, x: Tensor) -> Future[tuple[Scored, Tensor]]: ...
+        def pair_async(
+            self,
+            x: Tensor,
+        ) -> _rm.AwaitableFuture[tuple[Scored, Tensor]]: ...
 
 
 def forward_async(
@@ -105,7 +116,8 @@ def forward_async(
         _remote_forward,
         (x, scale),
         _rm_forward_hints,
-    ).then(_rm_wait_decode_Scored)
+        decode=_rm_decode_Scored,
+    )
 
 
 def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
@@ -159,8 +171,14 @@ def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scor
             _rm_top_wire_result,
             _rm.rpc_async(_rm_owner, _remote_top_wire, _rm_wired, {}, self.timeout),
         )
-    _rm_future = _rm.call_async(self, "top", _remote_top, (x, k), _rm_top_hints)
-    return _rm_future.then(_rm_wait_decode_list_Scored)
+    return _rm.call_async(
+        self,
+        "top",
+        _remote_top,
+        (x, k),
+        _rm_top_hints,
+        decode=_rm_decode_list_Scored,
+    )
 
 
 def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
@@ -212,7 +230,8 @@ def best_async(
         _remote_best,
         (x, threshold),
         _rm_best_hints,
-    ).then(_rm_wait_decode_Scored_or_None)
+        decode=_rm_decode_Scored_or_None,
+    )
 
 
 def best(
@@ -251,8 +270,14 @@ def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
             _rm_table_wire_result,
             _rm.rpc_async(_rm_owner, _remote_table_wire, _rm_wired, {}, self.timeout),
         )
-    _rm_future = _rm.call_async(self, "table", _remote_table, (x,), _rm_table_hints)
-    return _rm_future.then(_rm_wait_decode_dict_str_Scored)
+    return _rm.call_async(
+        self,
+        "table",
+        _remote_table,
+        (x,),
+        _rm_table_hints,
+        decode=_rm_decode_dict_str_Scored,
+    )
 
 
 def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
@@ -287,8 +312,14 @@ def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor
             _rm_pair_wire_result,
             _rm.rpc_async(_rm_owner, _remote_pair_wire, _rm_wired, {}, self.timeout),
         )
-    _rm_future = _rm.call_async(self, "pair", _remote_pair, (x,), _rm_pair_hints)
-    return _rm_future.then(_rm_wait_decode_tuple_Scored_Tensor)
+    return _rm.call_async(
+        self,
+        "pair",
+        _remote_pair,
+        (x,),
+        _rm_pair_hints,
+        decode=_rm_decode_tuple_Scored_Tensor,
+    )
 
 
 def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:

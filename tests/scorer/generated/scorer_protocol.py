@@ -39,17 +39,25 @@ class RemoteScorerProtocol(_rm.TypedRemoteModule):
 
         def forward(self, x: Tensor, scale: float = 1.0) -> Scored: ...
 
-        def forward_async(self, x: Tensor, scale: float = 1.0) -> Future[Scored]: ...
+        def forward_async(
+            self,
+            x: Tensor,
+            scale: float = 1.0,
+        ) -> _rm.AwaitableFuture[Scored]: ...
 
         def __call__(self, x: Tensor, scale: float = 1.0) -> Scored: ...
 
         def stats(self) -> dict[str, float]: ...
 
-        def stats_async(self) -> Future[dict[str, float]]: ...
+        def stats_async(self) -> _rm.AwaitableFuture[dict[str, float]]: ...
 
         def top(self, x: Tensor, k: int = 2) -> list[Scored]: ...
 
-        def top_async(self, x: Tensor, k: int = 2) -> Future[list[Scored]]: ...
+        def top_async(
+            self,
+            x: Tensor,
+            k: int = 2,
+        ) -> _rm.AwaitableFuture[list[Scored]]: ...
 
         def best(self, x: Tensor, threshold: float | None = None) -> Scored | None: ...
 
@@ -57,15 +65,18 @@ class RemoteScorerProtocol(_rm.TypedRemoteModule):
             self,
             x: Tensor,
             threshold: float | None = None,
-        ) -> Future[Scored | None]: ...
+        ) -> _rm.AwaitableFuture[Scored | None]: ...
 
         def table(self, x: Tensor) -> dict[str, Scored]: ...
 
-        def table_async(self, x: Tensor) -> Future[dict[str, Scored]]: ...
+        def table_async(self, x: Tensor) -> _rm.AwaitableFuture[dict[str, Scored]]: ...
 
         def pair(self, x: Tensor) -> tuple[Scored, Tensor]: ...
 
-        def pair_async(self, x: Tensor) -> Future[tuple[Scored, Tensor]]: ...
+        def pair_async(
+            self,
+            x: Tensor,
+        ) -> _rm.AwaitableFuture[tuple[Scored, Tensor]]: ...
 
 
 def forward_async(
@@ -79,7 +90,8 @@ def forward_async(
         _remote_forward,
         (x, scale),
         _rm_forward_hints,
-    ).then(_rm_wait_decode_Scored)
+        decode=_rm_decode_Scored,
+    )
 
 
 def forward(self: _rm.RemoteModule, x: Tensor, scale: float = 1.0) -> Scored:
@@ -97,8 +109,14 @@ def stats(self: _rm.RemoteModule) -> dict[str, float]:
 
 
 def top_async(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> Future[list[Scored]]:
-    _rm_future = _rm.call_async(self, "top", _remote_top, (x, k), _rm_top_hints)
-    return _rm_future.then(_rm_wait_decode_list_Scored)
+    return _rm.call_async(
+        self,
+        "top",
+        _remote_top,
+        (x, k),
+        _rm_top_hints,
+        decode=_rm_decode_list_Scored,
+    )
 
 
 def top(self: _rm.RemoteModule, x: Tensor, k: int = 2) -> list[Scored]:
@@ -117,7 +135,8 @@ def best_async(
         _remote_best,
         (x, threshold),
         _rm_best_hints,
-    ).then(_rm_wait_decode_Scored_or_None)
+        decode=_rm_decode_Scored_or_None,
+    )
 
 
 def best(
@@ -130,8 +149,14 @@ def best(
 
 
 def table_async(self: _rm.RemoteModule, x: Tensor) -> Future[dict[str, Scored]]:
-    _rm_future = _rm.call_async(self, "table", _remote_table, (x,), _rm_table_hints)
-    return _rm_future.then(_rm_wait_decode_dict_str_Scored)
+    return _rm.call_async(
+        self,
+        "table",
+        _remote_table,
+        (x,),
+        _rm_table_hints,
+        decode=_rm_decode_dict_str_Scored,
+    )
 
 
 def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
@@ -140,8 +165,14 @@ def table(self: _rm.RemoteModule, x: Tensor) -> dict[str, Scored]:
 
 
 def pair_async(self: _rm.RemoteModule, x: Tensor) -> Future[tuple[Scored, Tensor]]:
-    _rm_future = _rm.call_async(self, "pair", _remote_pair, (x,), _rm_pair_hints)
-    return _rm_future.then(_rm_wait_decode_tuple_Scored_Tensor)
+    return _rm.call_async(
+        self,
+        "pair",
+        _remote_pair,
+        (x,),
+        _rm_pair_hints,
+        decode=_rm_decode_tuple_Scored_Tensor,
+    )
 
 
 def pair(self: _rm.RemoteModule, x: Tensor) -> tuple[Scored, Tensor]:
@@ -302,30 +333,6 @@ def _rm_decode_tuple_Scored_Tensor(
     value: tuple[Scored, Tensor],
 ) -> tuple[Scored, Tensor]:
     return (_rm_decode_Scored(value[0]), value[1])
-
-
-def _rm_wait_decode_Scored(future: Future[Scored]) -> Scored:
-    return _rm_decode_Scored(future.wait())
-
-
-def _rm_wait_decode_list_Scored(future: Future[list[Scored]]) -> list[Scored]:
-    return _rm_decode_list_Scored(future.wait())
-
-
-def _rm_wait_decode_Scored_or_None(future: Future[Scored | None]) -> Scored | None:
-    return _rm_decode_Scored_or_None(future.wait())
-
-
-def _rm_wait_decode_dict_str_Scored(
-    future: Future[dict[str, Scored]],
-) -> dict[str, Scored]:
-    return _rm_decode_dict_str_Scored(future.wait())
-
-
-def _rm_wait_decode_tuple_Scored_Tensor(
-    future: Future[tuple[Scored, Tensor]],
-) -> tuple[Scored, Tensor]:
-    return _rm_decode_tuple_Scored_Tensor(future.wait())
 
 
 _generated_methods = [
