@@ -308,6 +308,8 @@ def test_constructor_signature_and_argument_errors() -> None:
         "wire_dtype",
         "standby",
         "checkpoint_every",
+        "fake",
+        "batching",
     ]
     with pytest.raises(TypeError, match=r"remote_device.*module_cls"):
         RemoteModule()  # type: ignore[call-arg]

@@ -10,7 +10,15 @@ import pydoc
 from remote_module import RemoteModule
 
 UPSTREAM = ["remote_device", "module_cls", "args", "kwargs"]
-KEYWORD_ONLY = ["_module_interface_cls", "timeout", "wire_dtype", "standby", "checkpoint_every"]
+KEYWORD_ONLY = [
+    "_module_interface_cls",
+    "timeout",
+    "wire_dtype",
+    "standby",
+    "checkpoint_every",
+    "fake",
+    "batching",
+]
 
 
 def test_init_shows_the_real_parameters() -> None:
