@@ -73,7 +73,8 @@ __all__ = [
 ]
 
 # The reply to a RemoteModule's first call (Call.first): the result and the module's key in
-# the table (None when it has none), or why the module could not be created.
+# the table (None when it has none), or why the module could not be created. (What the call
+# raised, a RemoteFailure as for every call, is read before.)
 FirstReply = tuple[Any, int | None] | CreationFailure
 
 
@@ -144,32 +145,37 @@ def run(call: Call, *args: Any, **kwargs: Any) -> Any:
     new key (``table.file``; a C++ scripted module keeps its RRef) and reply with it; with a
     wire dtype, restore the arguments (``values.restore_from_wire``, ``args[0]`` says how) and
     cast the result (the reply: the result and what restores it); with a ticket, count the
-    call and start a checkpoint in the background after every N-th (the reply does not wait)."""
-    reference = call.reference
-    key = None
-    if call.first:
-        try:
-            module = reference.local_value()
-        except Exception as error:  # the creation failed; the RRef holds its remote error
-            return creation_failure(error)
-        key = table.file(module)
-        if key is not None:
-            reference = key
-    remote_fn = registry.remote_function(call.function)
-    wire_dtype = call.wire_dtype
-    if wire_dtype is not None:
-        carried, *rest = args
-        args = values.restore_from_wire(tuple(rest), carried)
-        if kwargs:
-            kwargs = values.restore_from_wire(kwargs, carried)
-    result = remote_fn(reference, call.device, call.is_device_map_set, *args, **kwargs)
-    if wire_dtype is not None:
-        back: list[torch.Tensor] = []
-        named = not registry.in_script_family(remote_fn)
-        result = (values.cast_to_wire(result, wire_dtype, back, named), back)
-    if call.ticket is not None:
-        _count(reference, call.ticket)
-    return (result, key) if call.first else result
+    call and start a checkpoint in the background after every N-th (the reply does not wait).
+    What the module (or any of this) raises is the reply, as a :class:`RemoteFailure`: torch
+    would print it here and put its traceback in the caller's text."""
+    try:
+        reference = call.reference
+        key = None
+        if call.first:
+            try:
+                module = reference.local_value()
+            except Exception as error:  # the creation failed; the RRef holds its remote error
+                return creation_failure(error)
+            key = table.file(module)
+            if key is not None:
+                reference = key
+        remote_fn = registry.remote_function(call.function)
+        wire_dtype = call.wire_dtype
+        if wire_dtype is not None:
+            carried, *rest = args
+            args = values.restore_from_wire(tuple(rest), carried)
+            if kwargs:
+                kwargs = values.restore_from_wire(kwargs, carried)
+        result = remote_fn(reference, call.device, call.is_device_map_set, *args, **kwargs)
+        if wire_dtype is not None:
+            back: list[torch.Tensor] = []
+            named = not registry.in_script_family(remote_fn)
+            result = (values.cast_to_wire(result, wire_dtype, back, named), back)
+        if call.ticket is not None:
+            _count(reference, call.ticket)
+        return (result, key) if call.first else result
+    except Exception as error:
+        return _as_failure(error)
 
 
 def _count(reference: Any, ticket: tuple[Any, ...]) -> None:
@@ -335,8 +341,7 @@ def retire(identity: str, position: int) -> None:
 
 
 def _as_failure(error: BaseException) -> RemoteFailure:
-    """``error`` as data for the caller: its type name, message, traceback, and the type the
-    caller raises it as (``errors.remote_failure``)."""
+    """``error`` as data for the caller (``errors.remote_failure``)."""
     return remote_failure(error)
 
 
