@@ -10,7 +10,8 @@
   what waits for a construction's or a request's reply;
 - ``wire``: what crosses the wire when a RemoteModule is sent over RPC;
 - ``values``: walkers over arguments and results, caller-side type checks;
-- ``errors``: naming a failed remote operation;
+- ``errors``: naming a failed remote operation (``script_errors`` reads TorchScript's text
+  of one);
 - ``failover`` and ``standby``: a module that survives its owner's death;
 - ``registry``: the generated modules loaded in this process (pre-generated or in memory),
   ``cache`` their on-disk render cache, ``generator`` the one door to the generator;

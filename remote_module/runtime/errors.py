@@ -3,9 +3,13 @@ failed (the RemoteModule's method or step), on which owner, and why.
 
 ``failure`` names a failed RPC; a module that could not be created travels back as data
 (:class:`CreationFailure`, made on the owner by :func:`creation_failure`) and is raised once
-by :func:`creation_error`; so does a failed request of the runtime (:class:`RemoteFailure`,
-made by :func:`remote_failure`). Whatever the route, the type raised is the one torch's RPC
-gives a remote exception of that type (:func:`rpc_type`).
+by :func:`creation_error`; so does a failed request of the runtime or a failed call
+(:class:`RemoteFailure`, made by :func:`remote_failure`). An exception raised in TorchScript
+reaches the caller as the interpreter's text of it (a call sent by name, which runs no Python
+on the owner), and is read back into the same type name, message and traceback
+(:func:`script_failure`). Whatever the route, the type raised is the one torch's RPC gives a
+remote exception of that type (:func:`rpc_type`), and a scripted ``raise X(...)`` counts as
+``X``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 import traceback
 
 from remote_module import _compat
+from remote_module.runtime import script_errors
 
 __all__ = [
     "CreationFailure",
@@ -30,6 +35,7 @@ __all__ = [
     "owner_gone",
     "remote_failure",
     "rpc_type",
+    "script_failure",
     "short",
     "worker_name",
 ]
@@ -70,6 +76,10 @@ def failure(error: Exception, what: str, owner: str | int, creator: str | None =
     if remote is not None and remote[0] == NotCreated.__name__:
         error_type, _, message = remote[1].partition(": ")
         return creation_error(CreationFailure(error_type, message), creator, owner)
+    if remote is None:
+        scripted = script_failure(str(error))
+        if scripted is not None:  # raised in TorchScript: read as the owner would have sent it
+            return scripted.error(what, owner, creator)
     text = f"{head}{error}" if remote is None else f"{head}{remote[0]}: {remote[1]}"
     raised: Exception
     try:
@@ -187,10 +197,26 @@ class NotCreated(RuntimeError):
 
 def remote_failure(error: BaseException) -> RemoteFailure:
     """``error`` as data for the caller (on the owner): its type name, message, traceback and
-    the type the caller raises for it."""
+    the type the caller raises for it; for an error TorchScript raised, the type and message
+    its text names (:func:`script_failure`)."""
     text = "".join(traceback.format_exception(error))
+    scripted = script_failure(str(error))
+    if scripted is not None:
+        scripted.remote_traceback = text
+        return scripted
     kind = error.raised_as if isinstance(error, NotCreated) else rpc_type(type(error)).__name__
     return RemoteFailure(type(error).__name__, _text(error), text, kind)
+
+
+def script_failure(text: str) -> RemoteFailure | None:
+    """The exception in the TorchScript interpreter's text of one (None for other text), as
+    :func:`remote_failure` sends a Python one: its type name, message, the text as its
+    traceback, and the type to raise (``runtime.script_errors`` reads the text)."""
+    read = script_errors.read(text)
+    if read is None:
+        return None
+    name, message, kind = read
+    return RemoteFailure(name, message, text, None if kind is None else rpc_type(kind).__name__)
 
 
 def rpc_type(kind: type[BaseException]) -> type[Exception]:

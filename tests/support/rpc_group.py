@@ -38,31 +38,34 @@ def start_workers(
     port: int,
     worker: str = "tests.support.rpc_worker",
     extra_args: Callable[[int], Sequence[str]] = lambda rank: (),
+    stderr_dir: Path | None = None,
 ) -> list[subprocess.Popen[bytes]]:
-    """Ranks 1.. as ``python -m WORKER RANK WORLD_SIZE PORT *extra_args(RANK)``."""
-    return [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                worker,
-                str(rank),
-                str(world_size),
-                str(port),
-                *extra_args(rank),
-            ],
-            cwd=ROOT,
-            env=checkout_env(),
-        )
-        for rank in range(1, world_size)
-    ]
+    """Ranks 1.. as ``python -m WORKER RANK WORLD_SIZE PORT *extra_args(RANK)``; with
+    ``stderr_dir``, each one's stderr written to ``stderr_dir / worker<RANK>.stderr``."""
+    workers = []
+    for rank in range(1, world_size):
+        command = [sys.executable, "-m", worker, str(rank), str(world_size), str(port)]
+        stderr = None if stderr_dir is None else open(stderr_dir / f"worker{rank}.stderr", "wb")
+        try:  # the child keeps its own copy of the file
+            workers.append(
+                subprocess.Popen(
+                    [*command, *extra_args(rank)], cwd=ROOT, env=checkout_env(), stderr=stderr
+                )
+            )
+        finally:
+            if stderr is not None:
+                stderr.close()
+    return workers
 
 
 @contextlib.contextmanager
-def rpc_group(world_size: int, graceful: bool = True) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """This process joins as ``worker0``; ranks 1.. run ``tests.support.rpc_worker``."""
+def rpc_group(
+    world_size: int, graceful: bool = True, stderr_dir: Path | None = None
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """This process joins as ``worker0``; ranks 1.. run ``tests.support.rpc_worker`` (their
+    stderr in ``stderr_dir``, where given: see :func:`start_workers`)."""
     port = free_port()
-    workers = start_workers(world_size, port)
+    workers = start_workers(world_size, port, stderr_dir=stderr_dir)
     try:
         rpc.init_rpc(
             "worker0", rank=0, world_size=world_size, rpc_backend_options=backend_options(port)

@@ -23,7 +23,8 @@ from remote_module.runtime.caller import compiled, failover, pending
 from remote_module.runtime.caller.awaitable import AwaitableFuture
 from remote_module.runtime.caller.record import Record
 from remote_module.runtime.caller.replies import wait_returning_rrefs
-from remote_module.runtime.caller.route import Sent
+from remote_module.runtime.caller.route import Route, Sent
+from remote_module.runtime.errors import RemoteFailure
 
 __all__ = ["call", "call_async"]
 
@@ -44,10 +45,16 @@ def call(
     sent = _start(remote_module, method, remote_fn, args, hints, kwargs)
     try:
         result = sent.future.wait()
-    except Exception as error:  # the RPC's own error, or what the module raised there
-        raise failover.failed(remote_module, error, method, sent.route.seat) from error
+    except Exception as error:  # the RPC's own error, or what TorchScript raised there
+        if sent.filing is not None:
+            _await_filing(remote_module, sent.filing)
+        named = failover.failed(remote_module, error, method, sent.route.seat)
+        # The module's own error is whole without torch's text (kept as remote_traceback).
+        raise named from (None if hasattr(named, "remote_traceback") else error)
     if sent.filing is not None:
         _await_filing(remote_module, sent.filing)
+    if type(result) is RemoteFailure:  # what the module raised, sent back by owner.run
+        raise _failure(remote_module, method, sent.route, result)
     return sent.route.settle(remote_module, result)
 
 
@@ -83,8 +90,11 @@ def call_async(
         # torch's stubs type set_exception's argument as the result type.
         try:
             value = done.wait()
-        except Exception as error:  # the RPC's own error, or what the module raised there
+        except Exception as error:  # the RPC's own error, or what TorchScript raised there
             failover.failed_later(remote_module, error, method, route.seat, result)
+            return
+        if type(value) is RemoteFailure:  # what the module raised, sent back by owner.run
+            result.set_exception(_failure(remote_module, method, route, value))  # type: ignore[arg-type]
             return
         try:
             value = route.settle(remote_module, value)
@@ -120,6 +130,11 @@ def _start(
         return route.send(remote_module, remote_fn, args, kwargs)
     except RuntimeError as error:
         raise failover.failed(remote_module, error, method, route.seat) from error
+
+
+def _failure(remote_module: Any, method: str, route: Route, failed: RemoteFailure) -> Exception:
+    """The exception a call raises for what its module raised on the owner."""
+    return failed.error(method, route.owner_name, remote_module._rm_record.creator)
 
 
 def _await_filing(remote_module: Any, filing: Future[Any]) -> None:

@@ -14,11 +14,14 @@ Two kinds:
   which files it and replies with its key), the wire dtype the arguments were cast to, the
   ticket that counts calls for ``checkpoint_every``. Every RemoteModule without a TorchScript
   interface takes it, and a scripted one with a ``wire_dtype``, or with ``checkpoint_every``
-  before its key, or where TorchScript is off.
+  before its key, or where TorchScript is off. What the module raises is the reply, as data
+  (a ``RemoteFailure``: torch would print it on the owner), which the call raises, named.
 - :class:`ScriptRoute`: a scripted module's compiled remote function sent by its qualified
   name, as ``rpc.rpc_async`` sends a TorchScript function (the owner runs it without Python):
   with the RRef until the owner has filed the module for keyed calls (asked beside the first
-  call: ``remote_module.runtime.caller.keys``), then its keyed twin with the key.
+  call: ``remote_module.runtime.caller.keys``), then its keyed twin with the key. What the
+  module raises arrives as the TorchScript interpreter's text of it, which the call reads
+  into the same exception (``remote_module.runtime.errors.script_failure``).
 
 The compiled route (``remote_module.runtime.caller.compiled``) and every later option plug in
 here: a field of the :class:`Call`, or a route of their own.

@@ -75,7 +75,8 @@ __all__ = [
 ]
 
 # The reply to a RemoteModule's first call (Call.first): the result and the module's key in
-# the table (None when it has none), or why the module could not be created.
+# the table (None when it has none), or why the module could not be created. (What the call
+# raised, a RemoteFailure as for every call, is read before.)
 FirstReply = tuple[Any, int | None] | CreationFailure
 
 
@@ -148,38 +149,56 @@ def run(call: Call, *args: Any, **kwargs: Any) -> Any:
     wire dtype, restore the arguments (``values.restore_from_wire``, ``args[0]`` says how) and
     cast the result (the reply: the result and what restores it); with batching, merge it
     with the concurrent calls of the method (``batches.run``); with a ticket, count the call
-    and start a checkpoint in the background after every N-th (the reply does not wait)."""
-    reference = call.reference
-    key = None
-    if call.first:
-        try:
-            module = reference.local_value()
-        except Exception as error:  # the creation failed; the RRef holds its remote error
-            return creation_failure(error)
-        key = table.file(module)
-        if key is not None:
-            reference = key
-    remote_fn = registry.remote_function(call.function)
-    wire_dtype = call.wire_dtype
-    if wire_dtype is not None:
-        carried, *rest = args
-        args = values.restore_from_wire(tuple(rest), carried)
-        if kwargs:
-            kwargs = values.restore_from_wire(kwargs, carried)
-    if call.batching is None:
-        result = remote_fn(reference, call.device, call.is_device_map_set, *args, **kwargs)
-    else:
-        module = table.module_for(reference)  # (the RRef's local value, without a key)
-        method = functools.partial(remote_fn, reference, call.device, call.is_device_map_set)
-        name = call.function[1].removeprefix(_shared.REMOTE_PREFIX)
-        result = batches.run(module, name, method, args, kwargs, call.batching)
-    if wire_dtype is not None:
-        back: list[torch.Tensor] = []
-        named = not registry.in_script_family(remote_fn)
-        result = (values.cast_to_wire(result, wire_dtype, back, named), back)
-    if call.ticket is not None:
-        _count(reference, call.ticket)
-    return (result, key) if call.first else result
+    and start a checkpoint in the background after every N-th (the reply does not wait).
+    What the module (or any of this) raises is the reply, as a :class:`RemoteFailure`: torch
+    would print it here and put its traceback in the caller's text."""
+    try:
+        reference = call.reference
+        key = None
+        if call.first:
+            try:
+                module = reference.local_value()
+            except Exception as error:  # the creation failed; the RRef holds its remote error
+                return creation_failure(error)
+            key = table.file(module)
+            if key is not None:
+                reference = key
+        remote_fn = registry.remote_function(call.function)
+        wire_dtype = call.wire_dtype
+        if wire_dtype is not None:
+            carried, *rest = args
+            args = values.restore_from_wire(tuple(rest), carried)
+            if kwargs:
+                kwargs = values.restore_from_wire(kwargs, carried)
+        batching = call.batching
+        if batching is None:
+            result = remote_fn(reference, call.device, call.is_device_map_set, *args, **kwargs)
+        else:
+            result = _batched(call, batching, remote_fn, reference, args, kwargs)
+        if wire_dtype is not None:
+            back: list[torch.Tensor] = []
+            named = not registry.in_script_family(remote_fn)
+            result = (values.cast_to_wire(result, wire_dtype, back, named), back)
+        if call.ticket is not None:
+            _count(reference, call.ticket)
+        return (result, key) if call.first else result
+    except Exception as error:
+        return _as_failure(error)
+
+
+def _batched(
+    call: Call,
+    batching: Batching,
+    remote_fn: Callable[..., Any],
+    reference: Any,
+    args: Any,
+    kwargs: Any,
+) -> Any:
+    """The call merged with the concurrent calls of its method (``batches.run``)."""
+    module = table.module_for(reference)  # (the RRef's local value, without a key)
+    method = functools.partial(remote_fn, reference, call.device, call.is_device_map_set)
+    name = call.function[1].removeprefix(_shared.REMOTE_PREFIX)
+    return batches.run(module, name, method, args, kwargs, batching)
 
 
 def _count(reference: Any, ticket: tuple[Any, ...]) -> None:
@@ -348,8 +367,7 @@ def retire(identity: str, position: int) -> None:
 
 
 def _as_failure(error: BaseException) -> RemoteFailure:
-    """``error`` as data for the caller: its type name, message, traceback, and the type the
-    caller raises it as (``errors.remote_failure``)."""
+    """``error`` as data for the caller (``errors.remote_failure``)."""
     return remote_failure(error)
 
 
