@@ -624,6 +624,7 @@ class _FakeRemoteModule:
     is_scriptable = True
     timeout = 12.5
     wire_dtype = None
+    batching = None
 
     def __init__(self, reference: Any, generated: Any) -> None:
         self._rm_record = Record(generated)
