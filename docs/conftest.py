@@ -1,9 +1,9 @@
 """Every example on the site runs (``tests/test_docs.py`` runs ``pytest docs``): Python blocks
 and doctests (``>>>``, their output checked) in one namespace per page, against a real RPC
 group on 127.0.0.1 that this process joins as ``worker0`` (``worker1`` and ``worker2`` are
-subprocesses); ``console`` blocks run each ``$ command`` from the repository root and check
-the output shown under it: its stdout, or with ``[exit N]`` shown last (its exit status) its
-stderr."""
+subprocesses); ``console`` blocks run each ``$ command`` from the repository root (after
+``$ cd DIR``, the block's later ones from ``DIR``) and check the output shown under it: its
+stdout, or with ``[exit N]`` shown last (its exit status) its stderr."""
 
 from __future__ import annotations
 
@@ -42,13 +42,18 @@ def _run_console(example: Example) -> None:
         elif commands:
             commands[-1][1].append(line.rstrip())
     env = checkout_env(PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    cwd = ROOT
     for command, shown in commands:
+        if command.startswith("cd "):  # as a shell would: the block's next commands run there
+            cwd = cwd / command[len("cd ") :].strip()
+            assert cwd.is_dir() and not shown, f"$ {command}: no such directory, or output shown"
+            continue
         status = 0
         if shown and shown[-1].startswith("[exit "):
             status = int(shown.pop()[len("[exit ") : -1])
         done = subprocess.run(
             shlex.split(command),
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
