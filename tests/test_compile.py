@@ -226,3 +226,32 @@ def test_a_remote_module_is_a_leaf_to_torch_and_refuses_user_walks() -> None:
     with pytest.raises(ValueError, match="Please use ``remote_parameters`` instead"):
         model.remote.parameters()
     assert [name for name, _ in model.named_parameters()] == ["local.weight", "local.bias"]
+
+
+def test_a_scripted_remote_module_still_compiles_and_exports() -> None:
+    rm = FAMILIES["scripted"]()
+    scripted = torch.jit.script(rm)  # torch scripts a twin: rm keeps its own methods
+    torch.testing.assert_close(scripted(X), rm(X))
+    model = Hybrid(rm)
+    explanation = torch._dynamo.explain(model)(X)
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0)
+    torch.testing.assert_close(torch.compile(model, fullgraph=True)(X), model(X))
+    torch.testing.assert_close(torch.export.export(model, (X,)).module()(X), model(X))
+
+
+@pytest.mark.parametrize("family", ["scripted", "protocol"])
+def test_numbers_that_change_from_call_to_call(family: str) -> None:
+    rm = (
+        FAMILIES["scripted"]()
+        if family == "scripted"
+        else RemoteModule("worker1/cpu", Nested, module_interface_cls=NestedProtocol)
+    )
+
+    def use(x: Tensor, scale: float) -> Any:
+        if family == "scripted":
+            return rm(x, scale)
+        return rm(x, (x, x), {}, scale=scale).total
+
+    compiled = torch.compile(use, fullgraph=True)
+    for scale in (0.5, 1.5, 2.5, 3.5):  # torch may make the number symbolic: still one op
+        torch.testing.assert_close(compiled(X, scale), use(X, scale))

@@ -31,27 +31,40 @@ __all__ = [
     "skeleton",
 ]
 
+# A call's ints and floats, taken out of its layout (``skeleton``'s ``numbers``).
+Numbers = tuple[list[Any], list[Any]]
+
 # "module:QualName" -> the NamedTuple class: what a traced rebuild reads (Dynamo guards the
 # entry), filled where a layout naming it was made or read.
 NAMED: dict[str, Any] = {}
 
 
-def skeleton(value: Any, tensors: list[torch.Tensor]) -> Any:
-    """The layout of ``value``, its tensors appended to ``tensors`` (Dynamo traces it)."""
+def skeleton(value: Any, tensors: list[torch.Tensor], numbers: Numbers | None = None) -> Any:
+    """The layout of ``value``, its tensors appended to ``tensors`` (Dynamo traces it); with
+    ``numbers`` (``(ints, floats)``), its ints and floats appended there too, ``("i",)`` and
+    ``("f",)`` in the layout: an op takes them as its own arguments, which torch may make
+    symbolic (a number that changes from call to call), where a layout is a constant."""
     if isinstance(value, torch.Tensor):
         tensors.append(value)
         return ("T",)
+    if numbers is not None and not isinstance(value, bool):
+        if isinstance(value, int):
+            numbers[0].append(value)
+            return ("i",)
+        if isinstance(value, float):
+            numbers[1].append(value)
+            return ("f",)
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         cls = type(value)
         name = f"{cls.__module__}:{cls.__qualname__}"
-        return ("n", name, tuple(skeleton(item, tensors) for item in value))
+        return ("n", name, tuple(skeleton(item, tensors, numbers) for item in value))
     if isinstance(value, tuple):
-        return ("t", tuple(skeleton(item, tensors) for item in value))
+        return ("t", tuple(skeleton(item, tensors, numbers) for item in value))
     if isinstance(value, list):
-        return ("l", tuple(skeleton(item, tensors) for item in value))
+        return ("l", tuple(skeleton(item, tensors, numbers) for item in value))
     if isinstance(value, dict):
         keys = tuple(value)
-        return ("d", keys, tuple(skeleton(value[key], tensors) for key in keys))
+        return ("d", keys, tuple(skeleton(value[key], tensors, numbers) for key in keys))
     return ("c", value)
 
 
@@ -85,40 +98,45 @@ def decode(text: str) -> Any:
     return json.loads(text)
 
 
-def rebuild(layout: Any, tensors: list[torch.Tensor]) -> Any:
-    """The value ``layout`` describes, its tensors taken from ``tensors`` in order (Dynamo
-    traces it for results: NamedTuple classes come from :data:`NAMED`)."""
-    return _build(layout, iter(tensors))
+def rebuild(layout: Any, tensors: list[torch.Tensor], numbers: tuple[Any, Any] = ((), ())) -> Any:
+    """The value ``layout`` describes, its tensors taken from ``tensors`` in order, its
+    numbers from ``numbers`` (Dynamo traces it for results: NamedTuple classes come from
+    :data:`NAMED`)."""
+    return _build(layout, (iter(tensors), iter(numbers[0]), iter(numbers[1])))
 
 
-def _build(layout: Any, tensors: Any) -> Any:
+def _build(layout: Any, taken: tuple[Any, Any, Any]) -> Any:
     kind = layout[0]
     if kind == "T":
-        return next(tensors)
+        return next(taken[0])
     if kind == "s":
-        return next(tensors).item()
+        return next(taken[0]).item()
+    if kind == "i":
+        return next(taken[1])
+    if kind == "f":
+        return next(taken[2])
     if kind == "c":
         return layout[1]
     if kind == "t":
-        return tuple(_build(item, tensors) for item in layout[1])
+        return tuple(_build(item, taken) for item in layout[1])
     if kind == "l":
-        return [_build(item, tensors) for item in layout[1]]
+        return [_build(item, taken) for item in layout[1]]
     if kind == "d":
         keys, items = layout[1], layout[2]  # (no zip: Dynamo traces this)
-        return {keys[i]: _build(items[i], tensors) for i in range(len(keys))}
-    return NAMED[layout[1]](*(_build(item, tensors) for item in layout[2]))
+        return {keys[i]: _build(items[i], taken) for i in range(len(keys))}
+    return NAMED[layout[1]](*(_build(item, taken) for item in layout[2]))
 
 
-def from_text(text: str, tensors: list[torch.Tensor]) -> Any:
-    """The value a layout in its string form describes, with ``tensors`` (each string decoded
-    once: a compiled call's layout is the same on every call)."""
+def from_text(text: str, tensors: list[torch.Tensor], numbers: tuple[Any, Any] = ((), ())) -> Any:
+    """The value a layout in its string form describes, with ``tensors`` and ``numbers``
+    (each string decoded once: a compiled call's layout is the same on every call)."""
     tree = _decoded.get(text)
     if tree is None:
         tree = decode(text)
         _note_classes(tree)
         if len(_decoded) < _DECODED_MAX:
             _decoded[text] = tree
-    return rebuild(tree, tensors)
+    return rebuild(tree, tensors, numbers)
 
 
 _DECODED_MAX = 4096  # layouts kept decoded (a graph has a few; a bound all the same)
@@ -148,9 +166,11 @@ def _placeheld(layout: Any, tensors: Any, kept: list[torch.Tensor]) -> Any:
     return layout
 
 
-def arguments(layout: str, tensors: list[torch.Tensor]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The ``(args, kwargs)`` of a call from its op's layout and tensors."""
-    args, kwargs = from_text(layout, tensors)
+def arguments(
+    layout: str, tensors: list[torch.Tensor], numbers: tuple[Any, Any] = ((), ())
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The ``(args, kwargs)`` of a call from its op's layout, tensors and numbers."""
+    args, kwargs = from_text(layout, tensors, numbers)
     return tuple(args), kwargs
 
 

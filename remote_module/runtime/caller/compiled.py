@@ -34,10 +34,12 @@ def call(remote_module: Any, method: str, args: tuple[Any, ...], kwargs: Any) ->
     """``remote_module.<method>(*args, **kwargs)`` as one op of the graph being traced."""
     key = key_of(remote_module._rm_record.local_id)
     tensors: list[torch.Tensor] = []
-    layout = _encoded(layouts.skeleton((args, dict(kwargs or {})), tensors))
+    ints: list[Any] = []
+    floats: list[Any] = []
+    layout = _encoded(layouts.skeleton((args, dict(kwargs or {})), tensors, (ints, floats)))
     grad = torch.is_grad_enabled()
     wants = [grad and tensor.requires_grad for tensor in tensors]
-    flat = torch.ops.remote_module.call(key, method, layout, tensors, wants)
+    flat = torch.ops.remote_module.call(key, method, layout, tensors, ints, floats, wants)
     return layouts.rebuild(_result_layout(key, method, layout), flat)
 
 

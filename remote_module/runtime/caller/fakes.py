@@ -103,9 +103,13 @@ def _asked(remote_module: Any, method: str, args: tuple[Any, ...], kwargs: Any) 
     """The owner's answer for arguments of these shapes and dtypes (cached)."""
     record = remote_module._rm_record
     tensors: list[torch.Tensor] = []
-    layout = layouts.encode(layouts.skeleton((args, dict(kwargs or {})), tensors))
+    ints: list[Any] = []
+    floats: list[Any] = []
+    layout = layouts.encode(layouts.skeleton((args, dict(kwargs or {})), tensors, (ints, floats)))
+    # Concrete sizes and numbers (a symbolic one made concrete: torch then guards on it).
     metas = tuple((tuple(int(size) for size in t.shape), str(t.dtype)) for t in tensors)
-    asked = (method, layout, metas)
+    numbers = (tuple(int(n) for n in ints), tuple(float(n) for n in floats))
+    asked = (method, layout, metas, numbers)
     with _lock:
         answer = record.fake_answers.get(asked)
     if answer is None:
@@ -113,7 +117,7 @@ def _asked(remote_module: Any, method: str, args: tuple[Any, ...], kwargs: Any) 
         answer = rpc.rpc_sync(
             module_rref.owner(),
             owner.fake_run,
-            (module_rref, method, layout, metas),
+            (module_rref, method, layout, metas, numbers),
             timeout=remote_module.timeout,
         )
         if isinstance(answer, RemoteFailure):

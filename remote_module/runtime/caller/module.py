@@ -272,10 +272,16 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         # Scripted calls go straight to the owner's compiled remote functions.
         pending.wait_for_owner(self, "torch.jit.script")
         construction.complete(self)  # what TorchScript reads from __dict__
+        # torch scripts a twin of this RemoteModule (the same state and record), whose methods
+        # are the stubs: this one keeps its methods, so that torch.compile and torch.export
+        # still trace it afterwards (Dynamo before 2.13 cannot trace a stub).
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._rm_record = self._rm_record
         # checkpoint_every: its TorchScript calls are counted (None: TorchScript compiles none)
-        self.__dict__[COUNTING] = failover.count_scripted(self)
-        _torchscript.use_script_stubs(self, methods)
-        return self
+        twin.__dict__[COUNTING] = failover.count_scripted(self)
+        _torchscript.use_script_stubs(twin, methods)
+        return twin
 
     @property
     def __jit_ignored_attributes__(self) -> list[str]:

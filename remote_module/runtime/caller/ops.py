@@ -148,21 +148,30 @@ def _unaliased(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 @torch.library.custom_op(
     "remote_module::call",
     mutates_args=(),
-    schema="(str key, str method, str layout, Tensor[] tensors, bool[] wants) -> Tensor[]",
+    schema=(
+        "(str key, str method, str layout, Tensor[] tensors, SymInt[] ints, float[] floats, "
+        "bool[] wants) -> Tensor[]"
+    ),
 )
 def _call(
-    key: str, method: str, layout: str, tensors: list[torch.Tensor], wants: list[bool]
+    key: str,
+    method: str,
+    layout: str,
+    tensors: list[torch.Tensor],
+    ints: list[int],
+    floats: list[float],
+    wants: list[bool],
 ) -> list[torch.Tensor]:
     remote_module = resolve(key)
     recording = None
     if any(wants):
         tensors, recording = recorded.start(remote_module, method, tensors, wants)
     if recording is None:
-        args, kwargs = layouts.arguments(layout, tensors)
+        args, kwargs = layouts.arguments(layout, tensors, (ints, floats))
         result = getattr(remote_module, method)(*args, **kwargs)
         return [*_unaliased(_note(key, method, layout, result)), torch.tensor(-1)]
     with torch.enable_grad():  # recorded, as an eager call in the context
-        args, kwargs = layouts.arguments(layout, tensors)
+        args, kwargs = layouts.arguments(layout, tensors, (ints, floats))
         result = getattr(remote_module, method)(*args, **kwargs)
     recording.outputs = _note(key, method, layout, result)
     outputs = _unaliased([output.detach() for output in recording.outputs])
@@ -171,10 +180,16 @@ def _call(
 
 @_call.register_fake
 def _call_fake(
-    key: str, method: str, layout: str, tensors: list[torch.Tensor], wants: list[bool]
+    key: str,
+    method: str,
+    layout: str,
+    tensors: list[torch.Tensor],
+    ints: list[int],
+    floats: list[float],
+    wants: list[bool],
 ) -> list[torch.Tensor]:
     remote_module = resolve(key)
-    args, kwargs = layouts.arguments(layout, tensors)
+    args, kwargs = layouts.arguments(layout, tensors, (ints, floats))
     result = fakes.fake_result(remote_module, method, args, kwargs)
     # Contiguous, as the real kernel's outputs are (_unaliased).
     found = _note(key, method, layout, result)
@@ -183,18 +198,27 @@ def _call_fake(
 
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    key, _, _, tensors, wants = inputs
+    key, _, _, tensors, _, _, wants = inputs
     ctx.key = key
+    # What the backward returns has the inputs' structure as torch.library reads it: a list of
+    # tensors (or an empty list) is a list, a list of numbers or bools one leaf.
+    ctx.nones = [
+        [None] * len(value)
+        if isinstance(value, list) and all(isinstance(v, torch.Tensor) for v in value)
+        else None
+        for value in inputs
+    ]
     ctx.wants = list(wants)
     ctx.save_for_backward(output[-1], *(t for t, w in zip(tensors, wants, strict=True) if w))
 
 
 def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
     handle, *wanted = ctx.saved_tensors
-    if not wanted:
-        return None, None, None, None, None
-    got = iter(torch.ops.remote_module.call_backward(ctx.key, handle, wanted, list(grads[:-1])))
-    return None, None, None, [next(got) if w else None for w in ctx.wants], None
+    answer = list(ctx.nones)
+    if wanted:
+        got = iter(torch.ops.remote_module.call_backward(ctx.key, handle, wanted, list(grads[:-1])))
+        answer[3] = [next(got) if w else None for w in ctx.wants]
+    return tuple(answer)
 
 
 _call.register_autograd(_backward, setup_context=_setup_context)

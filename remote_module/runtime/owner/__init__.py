@@ -257,11 +257,15 @@ def reference_for_graphs(key: int) -> rpc.RRef[Any] | RemoteFailure:
 
 
 def fake_run(
-    module_rref: rpc.RRef[Any], method: str, layout: str, metas: tuple[Any, ...]
+    module_rref: rpc.RRef[Any],
+    method: str,
+    layout: str,
+    metas: tuple[Any, ...],
+    numbers: tuple[Any, Any] = ((), ()),
 ) -> tuple[str, list[tuple[tuple[int, ...], str]]] | RemoteFailure:
     """``method`` of the module run on fake arguments (``graphs.fake_run``)."""
     try:
-        return graphs.fake_run(local_module(module_rref), method, layout, metas)
+        return graphs.fake_run(local_module(module_rref), method, layout, metas, numbers)
     except Exception as error:
         return _as_failure(error)
 

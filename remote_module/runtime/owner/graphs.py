@@ -74,7 +74,11 @@ def _filed(key: int) -> tuple[Any, tuple[Any, Any, bool]] | RemoteFailure:
 
 
 def fake_run(
-    module: nn.Module, method: str, layout: str, metas: tuple[Any, ...]
+    module: nn.Module,
+    method: str,
+    layout: str,
+    metas: tuple[Any, ...],
+    numbers: tuple[Any, Any] = ((), ()),
 ) -> tuple[str, list[tuple[tuple[int, ...], str]]]:
     """``method`` of ``module`` run on fake arguments of these shapes and dtypes (``layout``
     and ``metas``, as ``remote_module.runtime.layouts`` writes them): the result's layout and
@@ -84,7 +88,7 @@ def fake_run(
             torch.empty(shape, dtype=getattr(torch, dtype.removeprefix("torch.")))
             for shape, dtype in metas
         ]
-        args, kwargs = layouts.arguments(layout, tensors)
+        args, kwargs = layouts.arguments(layout, tensors, numbers)
         result = getattr(module, method)(*args, **kwargs)
         found: list[torch.Tensor] = []
         tree = layouts.encode(layouts.result_skeleton(result, found))
