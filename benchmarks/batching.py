@@ -13,6 +13,12 @@ leader with a wait waits that long even when no other call is coming, which a lo
 would pay on every call; at 16 callers the calls that queue behind a running batch fill the
 next one without waiting.
 
+The owner runs the module on one intra-op thread, for both implementations: the three
+processes share this machine's two cores, and with torch's default team of two OpenMP
+threads a run of more than one row waited at each kernel's barrier for a thread another
+process held (on the loaded development machine, 4 to 64 rows through the module took 15-48
+ms on two threads and 3.5-14 ms on one; one row 1.6-1.9 ms either way).
+
 The owner serves each batched call on the RPC thread that received it, and a queued call holds
 its thread until its batch has run: with ``n`` callers up to ``n`` calls hold threads at once,
 besides what the owner's other messages need: the figure's agents have
@@ -65,6 +71,11 @@ class Mlp(nn.Module):
             self.rows += x.shape[0]
         with torch.no_grad():  # inference: what batching serves
             return self.second(self.first(x).relu())
+
+
+def one_intra_op_thread() -> None:
+    """On the owner: its modules run on one intra-op thread (see the module docstring)."""
+    torch.set_num_threads(1)
 
 
 def counts(module_rref: rpc.RRef[Mlp]) -> tuple[int, int]:
@@ -154,6 +165,7 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 
 def measure(figure: Figure, sizes: Sizes, repeats: int, impl: str | None, row: str | None) -> Any:
+    rpc.rpc_sync(OWNER, one_intra_op_thread)
     modules = {
         "off": remote_module.RemoteModule(f"{OWNER}/cpu", Mlp, batching=None),
         "on": remote_module.RemoteModule(f"{OWNER}/cpu", Mlp, batching=BATCHING),

@@ -499,8 +499,8 @@ FIGURES: tuple[Figure, ...] = (
         "trio",
         _batching_rows(),
         "many callers of one compute-bound module (two Linear(2048, 2048), 32 MiB of weights) "
-        "on rank 1, from threads of ranks 0 and 2, batching off against on (max_wait_ms=0); "
-        f"every rank's agent with {BATCHING_RPC_THREADS} RPC threads",
+        "on rank 1 (one intra-op thread), from threads of ranks 0 and 2, batching off against "
+        f"on (max_wait_ms=0); every rank's agent with {BATCHING_RPC_THREADS} RPC threads",
         module="benchmarks.batching",
         rpc_threads=BATCHING_RPC_THREADS,
     ),
