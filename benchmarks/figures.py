@@ -7,6 +7,7 @@ calibrated once against its reference so that a repeat takes at least ``Sizes.mi
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import statistics
@@ -164,9 +165,18 @@ def sync_loop(call: Callable[[torch.Tensor], Any], x: torch.Tensor) -> Loop:
 
 
 def async_loop(call: Callable[[torch.Tensor], torch.futures.Future[Any]], x: torch.Tensor) -> Loop:
+    """``n`` calls kept ``ASYNC_IN_FLIGHT`` in flight throughout: the oldest call's future is
+    waited (``.wait()``: its value taken, as a caller takes it; after every callback a future
+    of ours runs), then the next call is sent, so the window refills as calls finish instead of
+    draining every ``ASYNC_IN_FLIGHT`` calls; the last ones are waited before the time ends."""
+
     def loop(n: int) -> None:
-        for _ in range(max(1, n // ASYNC_IN_FLIGHT)):
-            torch.futures.wait_all([call(x) for _ in range(ASYNC_IN_FLIGHT)])
+        window = collections.deque(call(x) for _ in range(min(n, ASYNC_IN_FLIGHT)))
+        for _ in range(n - len(window)):
+            window.popleft().wait()
+            window.append(call(x))
+        while window:
+            window.popleft().wait()
 
     return loop
 

@@ -54,6 +54,8 @@ class Figure:
     pair_per_row: bool = False
     # The module whose ``measure`` runs the figure; both ranks import it before RPC starts.
     module: str = "benchmarks.figures"
+    # Every rank's RPC agent threads (``num_worker_threads``; TensorPipe's default is 16).
+    rpc_threads: int = 8
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,43 @@ WIRE_IMPLS_DEMO = ("float32", "bfloat16", "float16", "int8")
 # The demo's embedding table (remote_module.examples.embedding), and its checkpoint interval.
 TABLE_ROWS, TABLE_DIM, CHECKPOINT_EVERY = 100_000, 16, 50
 MANY_MODULES = 16  # construction_many
+# The batching figure: concurrent callers (threads over ranks 0 and 2), and the agents'
+# threads: each call queued on the owner holds one of its threads until its batch has run.
+BATCHING_CALLERS = (1, 4, 16)
+BATCHING_RPC_THREADS = 32
+
+
+def _batching_rows() -> tuple[Row, ...]:
+    rows: list[Row] = []
+    for callers in BATCHING_CALLERS:
+        spread = "rank 0" if callers == 1 else f"{callers // 2} on each of ranks 0 and 2"
+        rows += [
+            Row(
+                f"callers{callers}_calls_per_s",
+                "calls/s",
+                ("off", "on"),
+                "off",
+                higher_is_better=True,
+                description=f"{callers} concurrent callers ({spread}), one-row forward calls in "
+                "a closed loop: calls completed per second (each process's over its window, "
+                "summed); off: batching=None, on: Batching(max_batch_size=64)",
+            ),
+            Row(f"callers{callers}_p50", "ms", ("off", "on"), "off", description="median latency"),
+            Row(f"callers{callers}_p95", "ms", ("off", "on"), "off", description="p95 latency"),
+        ]
+    most = max(BATCHING_CALLERS)
+    rows.append(
+        Row(
+            f"callers{most}_rows_per_run",
+            "rows/run",
+            ("off", "on"),
+            "off",
+            higher_is_better=True,
+            description=f"at {most} callers, rows the module ran per run (the owner's batches)",
+        )
+    )
+    return tuple(rows)
+
 
 FIGURES: tuple[Figure, ...] = (
     Figure(
@@ -109,7 +148,8 @@ FIGURES: tuple[Figure, ...] = (
                 _US,
                 _KEYED,
                 FLOOR,
-                description="32 forward_async in flight vs rpc_async(run_keyed)",
+                description="forward_async with 32 in flight throughout (the oldest waited, "
+                "then the next sent) vs rpc_async(run_keyed) the same way",
             ),
             Row(
                 "sync_scriptable",
@@ -123,7 +163,8 @@ FIGURES: tuple[Figure, ...] = (
                 _US,
                 _CALLS,
                 FLOOR,
-                description="32 forward_async in flight, interface, vs rpc_async(run_script)",
+                description="forward_async with 32 in flight throughout, interface, vs "
+                "rpc_async(run_script) the same way",
             ),
         ),
         "1x16 float32 through nn.Linear(16, 16) on the owner",
@@ -452,6 +493,43 @@ FIGURES: tuple[Figure, ...] = (
             ),
         ),
         "a caller, an owner and its standby",
+    ),
+    Figure(
+        "batching",
+        "trio",
+        _batching_rows(),
+        "many callers of one compute-bound module (two Linear(2048, 2048), 32 MiB of weights) "
+        "on rank 1 (one intra-op thread), from threads of ranks 0 and 2, batching off against "
+        f"on (max_wait_ms=0); every rank's agent with {BATCHING_RPC_THREADS} RPC threads",
+        module="benchmarks.batching",
+        rpc_threads=BATCHING_RPC_THREADS,
+    ),
+    Figure(
+        "compiled",
+        "pair",
+        (
+            Row(
+                "train_step",
+                "ms",
+                ("eager", "compiled", "scripted"),
+                "eager",
+                description="a hybrid (local Linear, RemoteModule with an interface, local "
+                "Linear) trained one step under dist_autograd: forward, backward, "
+                "DistributedOptimizer(SGD).step; compiled: torch.compile(fullgraph=True), "
+                "scripted: torch.jit.script",
+            ),
+            Row(
+                "steady_call",
+                _US,
+                ("compiled", "eager", FLOOR),
+                FLOOR,
+                description="rm(x) without interface compiled (torch.compile(lambda x: rm(x), "
+                "fullgraph=True)) and eager vs rpc_sync(run_keyed)",
+            ),
+        ),
+        "the compile route (torch.ops.remote_module.call) against eager, TorchScript and the "
+        "floor; compilation before any timing",
+        module="benchmarks.compiled",
     ),
     Figure(
         "memcpy",

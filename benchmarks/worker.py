@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
     over_tcp = {"_transports": ["uv"], "_channels": ["basic"]} if address != "127.0.0.1" else {}
     options = rpc.TensorPipeRpcBackendOptions(
         init_method=f"tcp://{address}:{port}",
-        num_worker_threads=8,
+        num_worker_threads=spec.rpc_threads,
         rpc_timeout=RPC_TIMEOUT_S,
         **over_tcp,  # type: ignore[arg-type]
     )

@@ -169,9 +169,27 @@ def _placeheld(layout: Any, tensors: Any, kept: list[torch.Tensor]) -> Any:
 def arguments(
     layout: str, tensors: list[torch.Tensor], numbers: tuple[Any, Any] = ((), ())
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The ``(args, kwargs)`` of a call from its op's layout, tensors and numbers."""
+    """The ``(args, kwargs)`` of a call from its op's layout, tensors and numbers (a call of
+    tensors alone, the common one, without a walk of its layout)."""
+    alone = _tensors_alone.get(layout)
+    if alone is None:
+        alone = _positional_tensors(decode(layout))
+        if len(_tensors_alone) < _DECODED_MAX:
+            _tensors_alone[layout] = alone
+    if alone:
+        return tuple(tensors), {}
     args, kwargs = from_text(layout, tensors, numbers)
     return tuple(args), kwargs
+
+
+# An argument layout -> whether it is positional tensors alone, no keywords.
+_tensors_alone: dict[str, bool] = {}
+
+
+def _positional_tensors(tree: Any) -> bool:
+    """Whether a decoded ``(args, kwargs)`` layout is tensors alone, positional."""
+    _, (args, kwargs) = tree
+    return args[0] == "t" and all(item == ["T"] for item in args[1]) and kwargs == ["d", [], []]
 
 
 def named_class(name: str) -> Any:

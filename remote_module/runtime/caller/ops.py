@@ -169,7 +169,11 @@ def _call(
     if recording is None:
         args, kwargs = layouts.arguments(layout, tensors, (ints, floats))
         result = getattr(remote_module, method)(*args, **kwargs)
-        return [*_unaliased(_note(key, method, layout, result)), torch.tensor(-1)]
+        # (no recording: handle -1; torch.full makes it in half torch.tensor's time)
+        return [
+            *_unaliased(_note(key, method, layout, result)),
+            torch.full((), -1, dtype=torch.int64),
+        ]
     with torch.enable_grad():  # recorded, as an eager call in the context
         args, kwargs = layouts.arguments(layout, tensors, (ints, floats))
         result = getattr(remote_module, method)(*args, **kwargs)
