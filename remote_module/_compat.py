@@ -27,6 +27,7 @@ __all__ = [
     "context_alive",
     "current_context_id",
     "deserialize_rref",
+    "exporting",
     "fake_mode",
     "invoke_rpc_torchscript",
     "is_cpp_script_module",
@@ -234,6 +235,26 @@ def constant_result(fn: Callable[..., R]) -> Callable[..., R]:
     once per trace and keeps its result as a constant."""
     fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
     return fn
+
+
+@constant_result
+def exporting() -> bool:
+    """Whether ``torch.export`` traces the caller: read for real once per trace (Dynamo keeps
+    the answer), from export's public flag (``torch.compiler.is_exporting``, torch 2.7+: it is
+    set while non-strict export traces), or else from the private ``InstructionTranslator``
+    of the frame Dynamo traces, in export mode in strict export (checked on 2.6.0, 2.8.0,
+    2.13.0 and 2.15.0). Not ``is_exporting`` inside Dynamo's trace: 2.8 and 2.10 answer True
+    there under ``torch.compile`` too."""
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    if is_exporting is not None and is_exporting():
+        return True
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    try:
+        translator = InstructionTranslator.current_tx()
+    except AttributeError:  # no Dynamo trace on this thread
+        return False
+    return bool(getattr(translator, "export", False))
 
 
 def outside_fake_mode() -> Any:

@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
-from torch import Tensor
+from torch import Tensor, nn
 from torch.distributed.optim import DistributedOptimizer
 
 from remote_module import RemoteModule
@@ -255,3 +255,38 @@ def test_numbers_that_change_from_call_to_call(family: str) -> None:
     compiled = torch.compile(use, fullgraph=True)
     for scale in (0.5, 1.5, 2.5, 3.5):  # torch may make the number symbolic: still one op
         torch.testing.assert_close(compiled(X, scale), use(X, scale))
+
+
+class RemoteFirst(nn.Module):
+    """The parameter-server shape: the remote module is the first layer, so no argument of
+    its call wants a gradient; only its owner's parameters (and the local layer's) do."""
+
+    def __init__(self, remote: nn.Module) -> None:
+        super().__init__()
+        self.remote = remote
+        self.local = nn.Linear(remote(X).shape[-1], 4)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.local(self.remote(x).relu()).tanh()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_remote_first_layer_trains_as_eager(family: str) -> None:
+    first, second = FAMILIES[family](), FAMILIES[family]()
+    second.load_remote_state_dict(first.remote_state_dict())
+    eager, compiled = RemoteFirst(first), RemoteFirst(second)
+    compiled.local.load_state_dict(eager.local.state_dict())
+    before = first.remote_state_dict()
+    _train([(eager, eager), (compiled, torch.compile(compiled, fullgraph=True))], steps=2)
+    _assert_same(eager, compiled)  # type: ignore[arg-type]
+    moved = first.remote_state_dict()
+    assert any(not torch.equal(moved[name], before[name]) for name in before)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_remote_first_layer_exports(strict: bool) -> None:
+    model = RemoteFirst(FAMILIES["plain"]())
+    program = torch.export.export(model, (X,), strict=strict)
+    calls = [node for node in program.graph.nodes if "remote_module" in str(node.target)]
+    assert [str(node.target) for node in calls] == ["remote_module.call.default"]
+    torch.testing.assert_close(program.module()(X), model(X))

@@ -29,6 +29,10 @@ from remote_module.runtime.caller import ops
 
 __all__ = ["call", "call_async", "key_of"]
 
+# The op's anchor (ops), shared by every call: its gradient is zeros, so its .grad (outside
+# distributed autograd) stays zeros.
+_ANCHOR = torch.zeros((), requires_grad=True)
+
 
 def call(remote_module: Any, method: str, args: tuple[Any, ...], kwargs: Any) -> Any:
     """``remote_module.<method>(*args, **kwargs)`` as one op of the graph being traced."""
@@ -39,7 +43,10 @@ def call(remote_module: Any, method: str, args: tuple[Any, ...], kwargs: Any) ->
     layout = _encoded(layouts.skeleton((args, dict(kwargs or {})), tensors, (ints, floats)))
     grad = torch.is_grad_enabled()
     wants = [grad and tensor.requires_grad for tensor in tensors]
-    flat = torch.ops.remote_module.call(key, method, layout, tensors, ints, floats, wants)
+    # A remote first layer: no argument wants a gradient, the owner's parameters may (ops).
+    # Not in an exported program (torch.export refuses a global tensor): it does not train.
+    anchor = _ANCHOR if grad and not any(wants) and not _compat.exporting() else None
+    flat = torch.ops.remote_module.call(key, method, layout, tensors, ints, floats, wants, anchor)
     return layouts.rebuild(_result_layout(key, method, layout), flat)
 
 

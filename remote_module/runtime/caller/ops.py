@@ -3,13 +3,18 @@ call of a compiled or exported graph (``remote_module::call``), and its backward
 (``remote_module::call_backward``). Registered when remote_module is imported, so that a
 program saved with ``torch.export.save`` loads in any process that imported it.
 
-``call(key, method, layout, tensors, wants) -> tensors``:
+``call(key, method, layout, tensors, ints, floats, wants, anchor) -> tensors``:
 
 - ``key`` names the RemoteModule in any process of the RPC group: ``"<owner>/<id>"``, the
   module's id in its owner's table (:func:`key_of` files it there once, with what rebuilds a
   RemoteModule over it; :func:`resolve` finds it here, or asks the owner);
-- ``layout`` and ``tensors`` are the call's arguments (``remote_module.runtime.layouts``);
-- ``wants`` says which of the tensors the graph wants a gradient for.
+- ``layout``, ``tensors``, ``ints`` and ``floats`` are the call's arguments
+  (``remote_module.runtime.layouts``);
+- ``wants`` says which of the tensors the graph wants a gradient for;
+- ``anchor``, given where grad mode is on and no tensor argument wants a gradient (a remote
+  first layer), is a 0-d tensor that requires grad: it makes the result require grad as the
+  eager call's does (the owner's parameters may want gradients), so the backward reaches the
+  owner; its own gradient is zeros.
 
 It runs the RemoteModule's generated method, so the call goes the RemoteModule's route with
 everything a route carries (wire dtype, timeout, failover, counting). It returns the result's
@@ -150,7 +155,7 @@ def _unaliased(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     mutates_args=(),
     schema=(
         "(str key, str method, str layout, Tensor[] tensors, SymInt[] ints, float[] floats, "
-        "bool[] wants) -> Tensor[]"
+        "bool[] wants, Tensor? anchor) -> Tensor[]"
     ),
 )
 def _call(
@@ -161,10 +166,11 @@ def _call(
     ints: list[int],
     floats: list[float],
     wants: list[bool],
+    anchor: torch.Tensor | None,
 ) -> list[torch.Tensor]:
     remote_module = resolve(key)
     recording = None
-    if any(wants):
+    if any(wants) or anchor is not None:
         tensors, recording = recorded.start(remote_module, method, tensors, wants)
     if recording is None:
         args, kwargs = layouts.arguments(layout, tensors, (ints, floats))
@@ -191,6 +197,7 @@ def _call_fake(
     ints: list[int],
     floats: list[float],
     wants: list[bool],
+    anchor: torch.Tensor | None,
 ) -> list[torch.Tensor]:
     remote_module = resolve(key)
     args, kwargs = layouts.arguments(layout, tensors, (ints, floats))
@@ -202,10 +209,12 @@ def _call_fake(
 
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-    key, _, _, tensors, _, _, wants = inputs
+    key, _, _, tensors, _, _, wants, anchor = inputs
     ctx.key = key
+    ctx.anchored = anchor is not None
     # What the backward returns has the inputs' structure as torch.library reads it: a list of
-    # tensors (or an empty list) is a list, a list of numbers or bools one leaf.
+    # tensors (or an empty list) is a list, a list of numbers or bools one leaf. (No argument
+    # has a default: the dispatcher drops one equal to its default, and the structure with it.)
     ctx.nones = [
         [None] * len(value)
         if isinstance(value, list) and all(isinstance(v, torch.Tensor) for v in value)
@@ -213,15 +222,20 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
         for value in inputs
     ]
     ctx.wants = list(wants)
-    ctx.save_for_backward(output[-1], *(t for t, w in zip(tensors, wants, strict=True) if w))
+    sent = (t for t, w in zip(tensors, wants, strict=True) if w)
+    ctx.save_for_backward(output[-1], *sent, *([anchor] if ctx.anchored else []))
 
 
 def _backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple[Any, ...]:
-    handle, *wanted = ctx.saved_tensors
+    handle, *inputs = ctx.saved_tensors
     answer = list(ctx.nones)
-    if wanted:
-        got = iter(torch.ops.remote_module.call_backward(ctx.key, handle, wanted, list(grads[:-1])))
+    if inputs:
+        # The anchor's gradient (zeros) is an output of the backward graph, so the call
+        # (the owner's backward) is never dropped as dead code.
+        got = iter(torch.ops.remote_module.call_backward(ctx.key, handle, inputs, list(grads[:-1])))
         answer[3] = [next(got) if w else None for w in ctx.wants]
+        if ctx.anchored:
+            answer[7] = next(got)
     return tuple(answer)
 
 

@@ -42,7 +42,7 @@ class Recording:
     """One recorded call: its context, the reply's tensors, and its arguments' gradients once
     they came back."""
 
-    __slots__ = ("arrived", "context", "grads", "handle", "method", "outputs", "where")
+    __slots__ = ("arrived", "context", "grads", "handle", "method", "outputs", "sent", "where")
 
     def __init__(self, context: int, method: str, where: str) -> None:
         self.context = context
@@ -51,6 +51,7 @@ class Recording:
         self.handle = next(_handles)
         self.outputs: list[torch.Tensor] = []
         self.grads: tuple[torch.Tensor | None, ...] = ()
+        self.sent = 0  # the arguments sent with requires_grad, whose gradients come back
         self.arrived = threading.Event()
 
 
@@ -86,8 +87,9 @@ def start(
     wanted = [
         tensor.detach().requires_grad_() for tensor, w in zip(tensors, wants, strict=True) if w
     ]
+    recording.sent = len(wanted)
     with torch.enable_grad():
-        captured = iter(_Capture.apply(recording, *wanted))
+        captured = iter(_Capture.apply(recording, *wanted) if wanted else ())
     with _lock:
         _recordings[recording.handle] = recording
     return [
@@ -103,7 +105,9 @@ def backward(
 ) -> list[torch.Tensor]:
     """The gradients of the wanted arguments (``inputs``) of the call recorded under
     ``handle``, given the gradients of its result's tensors; zeros where none reached them
-    (a call made outside a context, or a result that carries no gradient back)."""
+    (a call made outside a context, or a result that carries no gradient back) and for
+    inputs past those sent (the op's anchor). With no argument sent, the owner's backward is
+    started and not waited for: distributed autograd's backward waits for it."""
     with _lock:
         recording = _recordings.pop(handle, None)
     zeros = [torch.zeros_like(tensor) for tensor in inputs]
@@ -117,6 +121,8 @@ def backward(
     if not pairs:
         return zeros
     torch.autograd.backward([output for output, _ in pairs], [grad for _, grad in pairs])
+    if not recording.sent:
+        return zeros
     timeout = remote_module.timeout
     seconds = timeout if timeout is not None and timeout > 0 else _DEFAULT_TIMEOUT
     if not recording.arrived.wait(seconds):
@@ -124,10 +130,8 @@ def backward(
             f"RemoteModule.{recording.method} on worker {recording.where!r} failed: the "
             f"gradients of its arguments did not come back within {seconds} s"
         )
-    return [
-        grad if grad is not None else zero
-        for grad, zero in zip(recording.grads, zeros, strict=True)
-    ]
+    got = [*recording.grads, *zeros[recording.sent :]]
+    return [grad if grad is not None else zero for grad, zero in zip(got, zeros, strict=True)]
 
 
 def _drop_ended() -> None:
