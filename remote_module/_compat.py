@@ -21,6 +21,7 @@ import torch.distributed.rpc as rpc
 __all__ = [
     "JIT_EXPORT_TYPED",
     "JIT_PIPELINE",
+    "MODULE_INIT_TYPED",
     "TORCHSCRIPT_NOTICES",
     "TORCH_VERSION",
     "constant_result",
@@ -82,6 +83,10 @@ TORCHSCRIPT_NOTICES = _torchscript_notices()
 # Whether type checkers see torch.jit.export as typed (torch annotates it from 2.7; on 2.6 a
 # method it decorates is untyped to mypy --strict and pyright in a user's own module).
 JIT_EXPORT_TYPED = "return" in getattr(torch.jit.export, "__annotations__", {})
+
+# Whether pyright sees nn.Module.__init__ as typed (annotated by 2.10; on 2.6 and 2.8 a user's
+# own super().__init__() is "partially unknown" to pyright --strict).
+MODULE_INIT_TYPED = "args" in getattr(torch.nn.Module.__init__, "__annotations__", {})
 
 
 # --- TorchScript internals ------------------------------------------------------------------
