@@ -169,6 +169,25 @@ def test_a_batch_never_passes_max_batch_size_rows() -> None:
     assert max(rpc.rpc_sync("worker1", helpers.runs, (tag,))) <= 3
 
 
+def test_a_waiting_batch_runs_once_full_not_at_its_deadline() -> None:
+    """With ``max_wait_ms`` the first call waits for more; the arrival that fills its batch
+    ends the wait (the leader is woken by it, not by its deadline)."""
+    wait_ms = 1000 * WAIT_S
+    rm, tag = _rows(None, batching=Batching(max_batch_size=2, max_wait_ms=wait_ms))
+    started = time.monotonic()
+    first = rm.forward_async(torch.ones(1, 4))
+    deadline = started + WAIT_S
+    while rpc.rpc_sync("worker1", helpers.queued) < 1:  # the first call waits on the owner
+        assert time.monotonic() < deadline, "the first call never reached the owner"
+        time.sleep(0.01)
+    second = rm(torch.full((1, 4), 2.0))
+    alone = RemoteModule("worker1/cpu", Rows, args=("alone",))  # the same seed, unbatched
+    torch.testing.assert_close(first.wait(), alone(torch.ones(1, 4)))
+    torch.testing.assert_close(second, alone(torch.full((1, 4), 2.0)))
+    assert time.monotonic() - started < WAIT_S / 2, "the batch waited out max_wait_ms"
+    assert rpc.rpc_sync("worker1", helpers.runs, (tag,)) == [2]
+
+
 def test_a_failing_call_fails_alone() -> None:
     rm, tag = _rows(RowsProtocol)
     good = torch.full((1, 4), 2.0)
