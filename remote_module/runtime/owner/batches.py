@@ -7,10 +7,11 @@ queued call that can share its batch (the same signature: arguments' layout, ten
 devices, trailing shapes and gradients, and the same distributed autograd context) up to the
 batch's rows, waits up to ``max_wait_ms`` after its own arrival for more where the batch is
 not full, runs the method once on the merged arguments, and hands each call its rows. When it
-is done, the oldest call still queued leads the next batch. A batch's calls share one context,
-and the leader runs it on its own thread, where that context is current (as it is for each
-call's own thread): the module's graph is recorded as for one call, and each call's reply
-carries its own rows' share of it.
+is done, the oldest call still queued leads the next batch. Each queued call is woken alone,
+when its batch is done or when it leads. A batch's calls share one context, and the leader
+runs it on its own thread, where that context is current (as it is for each call's own
+thread): the module's graph is recorded as for one call, and each call's reply carries its own
+rows' share of it.
 
 When the merged run raises, the leader runs its calls again one by one: a call that fails alone
 gets its own error; the others get their results. A result that cannot be split by rows fails
@@ -79,9 +80,8 @@ class _Call:
         self.result: Any = None
         self.error: BaseException | None = None
         self.leads = False  # the call leads the next batch
-        # Woken alone (done, leading, or a gathering leader's new arrival): with every waiter
-        # on one condition, each arrival woke every queued call, and at 16 callers the wakeups
-        # took the cores the batch needed (a batch of 6 rows ran 10 ms, 5 ms alone).
+        # Woken alone (done, leading, or a gathering leader's new arrival), never by another
+        # call's arrival: with n calls queued, one condition for all woke n threads a call.
         self.wake = threading.Condition(_lock)
 
 
