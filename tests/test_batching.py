@@ -169,23 +169,39 @@ def test_a_batch_never_passes_max_batch_size_rows() -> None:
     assert max(rpc.rpc_sync("worker1", helpers.runs, (tag,))) <= 3
 
 
+def test_a_call_that_finds_the_module_idle_runs_at_once_whatever_max_wait_ms() -> None:
+    rm, tag = _rows(None, batching=Batching(max_batch_size=8, max_wait_ms=1000 * WAIT_S))
+    started = time.monotonic()
+    for value in (1.0, 2.0):  # each alone: the module idle when it arrives
+        rm(torch.full((1, 4), value))
+    assert time.monotonic() - started < WAIT_S / 2, "a lone call waited out max_wait_ms"
+    assert rpc.rpc_sync("worker1", helpers.runs, (tag,)) == [1, 1]
+
+
 def test_a_waiting_batch_runs_once_full_not_at_its_deadline() -> None:
-    """With ``max_wait_ms`` the first call waits for more; the arrival that fills its batch
-    ends the wait (the leader is woken by it, not by its deadline)."""
+    """A batch formed while another ran waits up to ``max_wait_ms`` after its first call for
+    more; the arrival that fills it ends the wait (its leader is woken by it)."""
     wait_ms = 1000 * WAIT_S
     rm, tag = _rows(None, batching=Batching(max_batch_size=2, max_wait_ms=wait_ms))
+    rpc.rpc_sync("worker1", helpers.close_gate)
     started = time.monotonic()
-    first = rm.forward_async(torch.ones(1, 4))
-    deadline = started + WAIT_S
-    while rpc.rpc_sync("worker1", helpers.queued) < 1:  # the first call waits on the owner
-        assert time.monotonic() < deadline, "the first call never reached the owner"
-        time.sleep(0.01)
+    held = rm.forward_async(helpers.held())
+    try:
+        _wait_owner_runs_held(tag)
+        first = rm.forward_async(torch.ones(1, 4))
+        deadline = started + WAIT_S
+        while rpc.rpc_sync("worker1", helpers.queued) < 1:  # behind the held run
+            assert time.monotonic() < deadline, "the first call never queued on the owner"
+            time.sleep(0.01)
+    finally:
+        rpc.rpc_sync("worker1", helpers.open_gate)
+    held.wait()  # the held run is done: the first call leads, and waits for more
     second = rm(torch.full((1, 4), 2.0))
     alone = RemoteModule("worker1/cpu", Rows, args=("alone",))  # the same seed, unbatched
     torch.testing.assert_close(first.wait(), alone(torch.ones(1, 4)))
     torch.testing.assert_close(second, alone(torch.full((1, 4), 2.0)))
     assert time.monotonic() - started < WAIT_S / 2, "the batch waited out max_wait_ms"
-    assert rpc.rpc_sync("worker1", helpers.runs, (tag,)) == [2]
+    assert rpc.rpc_sync("worker1", helpers.runs, (tag,)) == [1, 2]
 
 
 def test_a_failing_call_fails_alone() -> None:

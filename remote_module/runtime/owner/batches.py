@@ -2,16 +2,16 @@
 "Many callers: batching"; the option and the merge are ``remote_module.runtime.batching``).
 
 Every batched call runs :func:`run` on the RPC thread that received it. Calls of one module's
-method wait in one queue. A call that finds the queue idle leads at once: it takes every
-queued call that can share its batch (the same signature: arguments' layout, tensors' dtypes,
-devices, trailing shapes and gradients, and the same distributed autograd context) up to the
-batch's rows, waits up to ``max_wait_ms`` after its own arrival for more where the batch is
-not full, runs the method once on the merged arguments, and hands each call its rows. When it
-is done, the oldest call still queued leads the next batch. Each queued call is woken alone,
-when its batch is done or when it leads. A batch's calls share one context, and the leader
-runs it on its own thread, where that context is current (as it is for each call's own
-thread): the module's graph is recorded as for one call, and each call's reply carries its own
-rows' share of it.
+method wait in one queue. A call that finds the queue idle runs at once, alone. Calls that
+arrive while a batch runs queue; when it is done, the oldest leads the next batch: it takes
+every queued call that can share its batch (the same signature: arguments' layout, tensors'
+dtypes, devices, trailing shapes and gradients, and the same distributed autograd context) up
+to the batch's rows, waits until ``max_wait_ms`` after its own arrival for more where the batch
+is not full, runs the method once on the merged arguments, and hands each call its rows. Each
+queued call is woken alone, when its batch is done or when it leads. A batch's calls share one
+context, and the leader runs it on its own thread, where that context is current (as it is
+for each call's own thread): the module's graph is recorded as for one call, and each call's
+reply carries its own rows' share of it.
 
 When the merged run raises, the leader runs its calls again one by one: a call that fails alone
 gets its own error; the others get their results. A result that cannot be split by rows fails
@@ -106,13 +106,16 @@ def run(
         queue.calls.append(call)
         if queue.gathering is not None:  # a leader gathering a batch may take it
             queue.gathering.wake.notify()
-        if queue.leading:
+        queued = queue.leading
+        if queued:
             while not (call.done or call.leads):
                 call.wake.wait()
             if call.done:
                 return _outcome(call)
         queue.leading = True
-        batch = _gather(queue, call, options)
+        # A call that found the module idle runs at once; a batch formed while another ran
+        # may wait up to max_wait_ms after its first call for more.
+        batch = _gather(queue, call, options.max_wait_ms if queued else 0.0, options)
     try:
         _run_batch(key, method, run_method, batch)
     finally:
@@ -131,11 +134,13 @@ def run(
     return _outcome(call)
 
 
-def _gather(queue: _Queue, leader: _Call, options: batching.Batching) -> list[_Call]:
+def _gather(
+    queue: _Queue, leader: _Call, wait_ms: float, options: batching.Batching
+) -> list[_Call]:
     """The leader's batch, taken off the queue (the lock held): every queued call that can
-    share it, oldest first, up to the rows allowed; waiting up to ``max_wait_ms`` after the
+    share it, oldest first, up to the rows allowed; waiting up to ``wait_ms`` after the
     leader's arrival for more while there is room."""
-    deadline = leader.arrived + options.max_wait_ms / 1000.0
+    deadline = leader.arrived + wait_ms / 1000.0
     while True:
         batch, rows = [], 0
         for call in queue.calls:
