@@ -148,6 +148,43 @@ def _call_from_elsewhere(rm: Any, x: Tensor) -> Tensor:
     return result
 
 
+@pytest.mark.parametrize("scriptable", [True, False])
+def test_namedtuple_results_of_every_interface_kind(scriptable: bool) -> None:
+    """A TorchScript interface's module answers a batched call from Python with the
+    NamedTuples TorchScript makes (their class does not pickle): the caller gets the
+    interface's own, sync, async and merged, as unbatched."""
+    from tests.scorer.generated.scorer_interface import RemoteScorerInterface
+    from tests.scorer.generated.scorer_protocol import RemoteScorerProtocol
+    from tests.scorer.model import Scored, Scorer
+
+    typed = RemoteScorerInterface if scriptable else RemoteScorerProtocol
+    rm = typed("worker1/cpu", Scorer, batching=Batching(8, methods=("forward", "pair")))
+    alone = typed("worker1/cpu", Scorer)
+    alone.load_remote_state_dict(rm.remote_state_dict())
+    x = torch.randn(3, 4)
+    got = rm(x, scale=2.0)
+    assert type(got) is Scored
+    torch.testing.assert_close(got.score, alone(x, scale=2.0).score)
+    awaited = rm.forward_async(x).wait()
+    assert type(awaited) is Scored and awaited.label == alone(x).label
+    pair = rm.pair(x)
+    assert type(pair[0]) is Scored
+    torch.testing.assert_close(pair[1], alone.pair(x)[1])
+    rows = [torch.randn(1, 4) for _ in range(4)]
+    results: list[Any] = [None] * len(rows)
+    threads = [
+        threading.Thread(target=lambda i=i: results.__setitem__(i, _outcome(lambda: rm(rows[i]))))
+        for i in range(len(rows))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_S)
+    for row, result in zip(rows, results, strict=True):
+        assert type(result) is Scored, result
+        torch.testing.assert_close(result.score, alone(row).score)
+
+
 def test_calls_that_cannot_be_merged_go_into_other_batches() -> None:
     rm, tag = _rows(RowsProtocol)
     calls = [

@@ -21,6 +21,7 @@ __all__ = [
     "set_type_checking",
     "to_wire",
     "type_checking",
+    "unnamed",
 ]
 
 _type_checking = [True]
@@ -63,6 +64,15 @@ def cast_to_wire(
     if isinstance(value, torch.Tensor):
         return cast_tensor(value, dtype, sent)
     return _rebuilt(value, lambda item: cast_to_wire(item, dtype, sent, named), named)
+
+
+def unnamed(value: Any) -> Any:
+    """``value`` with every NamedTuple inside as a plain tuple: what a TorchScript function's
+    result is sent back as from Python (TorchScript makes its NamedTuples of a class that does
+    not pickle; the caller's generated code names them again)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    return _rebuilt(value, unnamed, named=False)
 
 
 def restore_from_wire(value: Any, sent: list[torch.Tensor]) -> Any:

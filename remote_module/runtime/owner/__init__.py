@@ -179,6 +179,8 @@ def run(call: Call, *args: Any, **kwargs: Any) -> Any:
             back: list[torch.Tensor] = []
             named = not registry.in_script_family(remote_fn)
             result = (values.cast_to_wire(result, wire_dtype, back, named), back)
+        elif registry.in_script_family(remote_fn):  # (batched, or counted before its key)
+            result = values.unnamed(result)
         if call.ticket is not None:
             _count(reference, call.ticket)
         return (result, key) if call.first else result
