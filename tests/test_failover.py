@@ -110,8 +110,10 @@ def test_without_standby_checkpoint_and_fail_over_say_so() -> None:
     via_rref = RemoteModule.init_from_module_rref("worker3/cpu", rm.get_module_rref())
     for holder in (rm, via_rref):
         for operation in (holder.checkpoint, holder.fail_over):
-            with pytest.raises(RuntimeError, match="no standby"):
+            with pytest.raises(RuntimeError, match="no standby") as raised:
                 operation()
+            name = operation.__name__
+            assert str(raised.value).startswith(f"RemoteModule.{name} on worker 'worker3' failed:")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.distributed.rpc as rpc
 
 from remote_module import RemoteModule
 from remote_module.runtime import script_errors
@@ -30,6 +31,8 @@ from tests.support.remote_errors_helpers import (
     FaultyProtocol,
     FaultyScorer,
     Refusal,
+    RefusedAtBirth,
+    hold,
     shapes,
 )
 from tests.support.rpc_group import rpc_group
@@ -165,6 +168,34 @@ def test_a_remote_exception_is_one_error_from_the_state_operations(
         standby=["worker2/cpu"],
     )
     raised_by(lambda: run(rm), fault, method)
+
+
+# A failed creation, raised by the operation that first needs the module (construction does
+# not wait for the owner); each of the module's later operations raises it again.
+CREATION_OPERATIONS: dict[str, Callable[[RemoteModule], Any]] = {
+    "a call": lambda rm: rm(X),
+    "sending over RPC": lambda rm: rpc.rpc_sync("worker2", hold, (rm,)),
+    "remote_parameters": lambda rm: rm.remote_parameters(),
+    "remote_state_dict": lambda rm: rm.remote_state_dict(),
+    "train": lambda rm: rm.train(),
+}
+
+
+@pytest.mark.parametrize("fault", ["ValueError", "KeyError"])
+@pytest.mark.parametrize("family", ["plain", "Protocol", "scripted"])
+@pytest.mark.parametrize("operation", list(CREATION_OPERATIONS))
+def test_a_failed_creation_is_one_error_from_every_operation(
+    operation: str, family: str, fault: str
+) -> None:
+    index, raised_type, said = EXPECTED[fault]
+    interface = {"plain": None, "Protocol": FaultyProtocol, "scripted": FaultyInterface}[family]
+    rm = RemoteModule("worker1/cpu", RefusedAtBirth, (index,), module_interface_cls=interface)
+    expected = f"RemoteModule: creating RefusedAtBirth {HEAD}{said}"
+    for run in (CREATION_OPERATIONS[operation], CREATION_OPERATIONS["a call"]):
+        with pytest.raises(Exception) as raised:
+            run(rm)
+        assert type(raised.value) is raised_type, (type(raised.value), str(raised.value))
+        assert str(raised.value) == expected
 
 
 # --- The reader of TorchScript's text, on texts torch writes --------------------------------

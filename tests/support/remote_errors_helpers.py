@@ -108,3 +108,16 @@ class Calls(nn.Module):
 def shapes(method: str, x: Tensor) -> Tensor:
     """``fake=`` for :class:`Faulty`: its result for fake arguments (no twin can run it)."""
     return x.new_empty(x.shape)
+
+
+class RefusedAtBirth(Faulty):
+    """Its constructor raises fault ``fault``: the module is never created."""
+
+    def __init__(self, fault: int) -> None:
+        super().__init__(fault)
+        raise_fault(fault)
+
+
+def hold(remote: Any) -> str:
+    """On another worker: a RemoteModule received (sending one waits for its module)."""
+    return type(remote).__name__

@@ -290,8 +290,9 @@ def _plan_of(remote_module: Any, method: str) -> Plan:
     plan: Plan | None = remote_module._rm_record.failover
     if plan is None:
         raise RuntimeError(
-            f"RemoteModule.{method}: this RemoteModule has no standby (build it with "
-            "standby=[...]; one made by init_from_module_rref has none)"
+            f"RemoteModule.{method} on worker {owner_name(remote_module)!r} failed: this "
+            "RemoteModule has no standby (build it with standby=[...]; one made by "
+            "init_from_module_rref has none)"
         )
     return plan
 

@@ -182,13 +182,18 @@ class RemoteModule(nn.Module, metaclass=refused.RemoteModuleType):
         try:
             future = rpc.rpc_async(
                 self.module_rref.owner(),
-                owner.parameter_rrefs,
-                (self.module_rref, recurse),
+                owner.request,  # what it raises comes back as data (see _on_owner)
+                (owner.parameter_rrefs, self.module_rref, recurse),
                 timeout=0,
             )
-            return wait_returning_rrefs(future, self.timeout, started)
-        except Exception as error:  # the RPC's own error, or what the module raised there
+            result = wait_returning_rrefs(future, self.timeout, started)
+        except Exception as error:  # the RPC itself failed: a timeout, a lost owner
             raise failover.failed(self, error, "remote_parameters", at) from error
+        if isinstance(result, RemoteFailure):
+            raise result.error(
+                "remote_parameters", self.module_rref.owner_name(), self._rm_record.creator
+            )
+        return result
 
     def get_module_rref(self) -> rpc.RRef[nn.Module]:
         """The RRef to the module on its owner."""

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
+import torch.distributed.rpc as rpc
 
 from remote_module import _compat, _shared
 from remote_module.runtime import owner, registry
@@ -33,6 +34,7 @@ from remote_module.runtime.caller.construction import (
     received,
 )
 from remote_module.runtime.caller.failover import Plan
+from remote_module.runtime.errors import creation_error, failure
 
 __all__ = [
     "PICKLED_ATTRIBUTES",
@@ -63,9 +65,27 @@ def reduce_remote_module(remote_module: Any) -> tuple[Any, tuple[Any, ...]]:
     """A RemoteModule (or subclass) as RPC sends it, as described above."""
     # The receiver calls the owner's remote functions at once: they must be there.
     pending.wait_for_owner(remote_module, "sending over RPC")
+    record = remote_module._rm_record
+    plain = getattr(record.generated, _shared.INTERFACE_CLASS, None) is None
+    if plain and record.reference is None:  # no call has shown that its module exists
+        _check_created(remote_module)
     cls, values, options, sent_plan = _state(remote_module)
     values["module_rref"] = _compat.serialize_rref(remote_module.module_rref)
     return owner.receive, (_rebuild, cls, *values.values(), options, sent_plan)
+
+
+def _check_created(remote_module: Any) -> None:
+    """Raise why the module of a RemoteModule without an interface could not be created, as
+    its first call would (its construction did not wait for the owner)."""
+    module_rref = remote_module.module_rref
+    try:
+        failed = rpc.rpc_sync(
+            module_rref.owner(), owner.check_created, (module_rref,), timeout=remote_module.timeout
+        )
+    except RuntimeError as error:
+        raise failure(error, "RemoteModule: sending over RPC", remote_module.on) from error
+    if failed is not None:
+        raise creation_error(failed, remote_module._rm_record.creator, remote_module.on)
 
 
 def describe(remote_module: Any) -> tuple[Any, ...]:

@@ -22,9 +22,9 @@ import torch.distributed.rpc as rpc
 from torch import nn
 
 from remote_module import _compat, _torchscript
-from remote_module.runtime.errors import NotCreated, creation_failure
+from remote_module.runtime.errors import CreationFailure, NotCreated, creation_failure
 
-__all__ = ["create_module", "local_module", "owned_rref"]
+__all__ = ["FailedCreation", "create_module", "local_module", "owned_rref", "owned_value"]
 
 if sys.version_info < (3, 11, 8) or (3, 12) <= sys.version_info < (3, 12, 2):
     _parse, _parse_lock = ast.parse, threading.RLock()  # a finalizer run mid-parse may parse
@@ -79,14 +79,44 @@ def owned_rref(module: nn.Module, interface_cls: Any, scripted: bool, where: str
     return rpc.RRef(module)
 
 
-def local_module(module_rref: rpc.RRef[Any]) -> nn.Module:
-    """The module an RRef owns here; an interface-typed RRef yields the bare C++ script module,
-    which gets its Python wrapper back (``train``, ``state_dict``, ``parameters``). Where the
-    module was never created, :class:`NotCreated` says why (not torch's text of it)."""
+class FailedCreation:
+    """The value of a RemoteModule's RRef (one without an interface) whose module could not be
+    created: ``owner.create`` returns it instead of raising, which torch would print here.
+    Whatever uses it raises :class:`NotCreated`, which reaches the caller as the creation's
+    error."""
+
+    __slots__ = ("failure",)
+
+    def __init__(self, failure: CreationFailure) -> None:
+        self.failure = failure
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotCreated.of(self.failure)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotCreated.of(self.failure)
+
+    def __reduce__(self) -> Any:
+        raise NotCreated.of(self.failure)
+
+
+def owned_value(module_rref: rpc.RRef[Any]) -> Any:
+    """The value an RRef owns here; where its module was never created, :class:`NotCreated`
+    says why (not torch's text of it)."""
     try:
         module = module_rref.local_value()
     except Exception as error:  # the RRef holds the creation's failure
         raise NotCreated.of(creation_failure(error)) from None
+    if type(module) is FailedCreation:
+        raise NotCreated.of(module.failure)
+    return module
+
+
+def local_module(module_rref: rpc.RRef[Any]) -> nn.Module:
+    """The module an RRef owns here; an interface-typed RRef yields the bare C++ script module,
+    which gets its Python wrapper back (``train``, ``state_dict``, ``parameters``). Where the
+    module was never created, :class:`NotCreated` says why (not torch's text of it)."""
+    module = owned_value(module_rref)
     if _compat.is_cpp_script_module(module):
         return _compat.wrap_cpp_module(module)
     return module

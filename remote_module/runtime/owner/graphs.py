@@ -17,7 +17,7 @@ from remote_module import _compat
 from remote_module.runtime import layouts
 from remote_module.runtime.errors import RemoteFailure
 from remote_module.runtime.owner import table
-from remote_module.runtime.owner.creation import owned_rref
+from remote_module.runtime.owner.creation import owned_rref, owned_value
 from remote_module.runtime.owner.state import STATE
 
 __all__ = ["describe", "fake_run", "name", "reference"]
@@ -29,7 +29,7 @@ def name(
     """File the module under a key (``"<this worker>/<key>"`` in a graph), with
     ``description``: an eager module weakly (the entry lives as long as the module), a
     scripted one while the keeper this returns lives (None: no keeper)."""
-    module = module_rref.local_value()
+    module = owned_value(module_rref)
     key = None if _compat.is_cpp_script_module(module) else table.file(module)
     keeper = None
     if key is None:

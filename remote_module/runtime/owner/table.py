@@ -31,6 +31,7 @@ from typing import Any
 import torch.distributed.rpc as rpc
 
 from remote_module import _compat
+from remote_module.runtime.owner import creation
 from remote_module.runtime.owner.state import STATE, Owned
 
 __all__ = ["Keeper", "file", "file_keyed", "keyed_module", "module_for"]
@@ -58,7 +59,7 @@ def module_for(reference: Any) -> Any:
                 "its last RRef was deleted before this call arrived"
             )
         return module
-    return reference.local_value()
+    return creation.owned_value(reference)
 
 
 class Keeper:
