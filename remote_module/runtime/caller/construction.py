@@ -1,7 +1,8 @@
 """How a RemoteModule comes to life, four ways, through one initialiser.
 
 - the constructor without an interface (:func:`construct`): ``rpc.remote`` of
-  ``owner.create``, asynchronous; a ``module_cls`` that fails surfaces at the first call;
+  ``owner.create``, asynchronous; a ``module_cls`` that fails surfaces at the first call
+  (or send over RPC);
 - the constructor with an interface (:func:`construct`): a request to
   ``owner.create_with_interface``, which creates (and scripts) the module, sent and not
   awaited; the first operation that needs the module takes the reply (and the owner's load of
