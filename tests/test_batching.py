@@ -48,10 +48,10 @@ def _rows(interface: Any = None, **options: Any) -> tuple[RemoteModule, str]:
 
 
 def _queued_behind_a_held_call(
-    rm: Any, tag: str, calls: list[Callable[[], Any]]
+    rm: Any, tag: str, calls: list[Callable[[], Any]], queued: int | None = None
 ) -> tuple[Any, list[Any]]:
-    """Run ``calls`` while a held call runs: they queue, then run as a batch. The held call's
-    result and theirs, in order."""
+    """Run ``calls`` while a held call runs: they queue (``queued`` calls on the owner: one
+    each unless given), then run as a batch. The held call's result and theirs, in order."""
     rpc.rpc_sync("worker1", helpers.close_gate)
     first = rm.forward_async(helpers.held())
     results: list[Any] = [None] * len(calls)
@@ -64,7 +64,7 @@ def _queued_behind_a_held_call(
         for thread in threads:
             thread.start()
         deadline = time.monotonic() + WAIT_S
-        while rpc.rpc_sync("worker1", helpers.queued) < len(calls):
+        while rpc.rpc_sync("worker1", helpers.queued) < (queued or len(calls)):
             assert time.monotonic() < deadline, "the calls never queued on the owner"
             time.sleep(0.01)
     finally:
@@ -315,7 +315,7 @@ def test_calls_of_one_context_merge_and_their_gradients_equal_unbatched() -> Non
             got.extend(grads[x] for x in inputs)
         return True
 
-    _, results = _queued_behind_a_held_call(rm, tag, [one_context])
+    _, results = _queued_behind_a_held_call(rm, tag, [one_context], queued=len(inputs))
     assert results == [True]
     assert rpc.rpc_sync("worker1", helpers.runs, (tag,))[1:] == [6]  # merged: one run
     for want, have in zip(expected, got, strict=True):

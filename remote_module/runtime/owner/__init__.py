@@ -28,11 +28,10 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.distributed.rpc as rpc
-from torch import nn
 from torch.futures import Future
 from torch.nn.parameter import Parameter
 
-from remote_module import _compat, _shared
+from remote_module import _shared
 from remote_module.runtime import registry, values
 from remote_module.runtime.batching import Batching
 from remote_module.runtime.errors import (
@@ -42,7 +41,7 @@ from remote_module.runtime.errors import (
     remote_failure,
     short,
 )
-from remote_module.runtime.owner import batches, checkpoints, graphs, table
+from remote_module.runtime.owner import batches, checkpoints, creation, graphs, table
 from remote_module.runtime.owner.creation import (
     FailedCreation,
     create_module,
@@ -89,33 +88,16 @@ FirstReply = tuple[Any, int | None] | CreationFailure
 # --- Creating a module ---------------------------------------------------------------------------
 
 
-def create(recipe: bytes, tensors: list[torch.Tensor], device: str) -> nn.Module | FailedCreation:
-    """A RemoteModule without an interface: the value of its ``rpc.remote``. ``module_cls``
-    and its arguments arrive pickled inside the message (``recipe`` and its ``tensors``, as
-    torch's RPC pickler splits them) and are unpickled here: an import that fails on this
-    owner (``module_cls``'s module, say) then fails the creation, which the module's RRef
-    holds and the first call reports at once. Unpickled with the message, it would fail
-    before torch made the RRef's owner side, and every call would wait out its timeout. A
-    failure is the RRef's value (a :class:`FailedCreation`), not raised: torch would print
-    it here."""
-    try:
-        unpickled = _compat.rpc_deserialize(recipe, tensors)
-        if isinstance(unpickled, BaseException):  # torch's pickler returns a missing name's error
-            raise unpickled
-        module_cls, args, kwargs = unpickled
-        return create_module(module_cls, args, kwargs, device)
-    except Exception as error:  # the RRef's value says why; raised, torch would print it here
-        return FailedCreation(creation_failure(error))
+def create(recipe: bytes, tensors: list[torch.Tensor], device: str) -> Any:
+    """A RemoteModule without an interface: the value of its ``rpc.remote``, the module or
+    why it could not be created (``creation.from_recipe``)."""
+    return creation.from_recipe(recipe, tensors, device)
 
 
 def check_created(module_rref: rpc.RRef[Any]) -> CreationFailure | None:
-    """Why the module of ``module_rref`` (a RemoteModule without an interface) could not be
-    created, or None once it exists: a RemoteModule sent over RPC before its first call asks."""
-    try:
-        module = module_rref.local_value()
-    except Exception as error:  # an RRef of init_from_module_rref may hold an error
-        return creation_failure(error)
-    return module.failure if type(module) is FailedCreation else None
+    """Why the module of a RemoteModule without an interface could not be created, or None
+    once it exists (``creation.failure_of``)."""
+    return creation.failure_of(module_rref)
 
 
 def create_with_interface(

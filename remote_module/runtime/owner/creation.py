@@ -24,7 +24,15 @@ from torch import nn
 from remote_module import _compat, _torchscript
 from remote_module.runtime.errors import CreationFailure, NotCreated, creation_failure
 
-__all__ = ["FailedCreation", "create_module", "local_module", "owned_rref", "owned_value"]
+__all__ = [
+    "FailedCreation",
+    "create_module",
+    "failure_of",
+    "from_recipe",
+    "local_module",
+    "owned_rref",
+    "owned_value",
+]
 
 if sys.version_info < (3, 11, 8) or (3, 12) <= sys.version_info < (3, 12, 2):
     _parse, _parse_lock = ast.parse, threading.RLock()  # a finalizer run mid-parse may parse
@@ -120,3 +128,36 @@ def local_module(module_rref: rpc.RRef[Any]) -> nn.Module:
     if _compat.is_cpp_script_module(module):
         return _compat.wrap_cpp_module(module)
     return module
+
+
+def from_recipe(
+    recipe: bytes, tensors: list[torch.Tensor], device: str
+) -> nn.Module | FailedCreation:
+    """A RemoteModule without an interface: the value of its ``rpc.remote`` (``owner.create``,
+    which a message names). ``module_cls``
+    and its arguments arrive pickled inside the message (``recipe`` and its ``tensors``, as
+    torch's RPC pickler splits them) and are unpickled here: an import that fails on this
+    owner (``module_cls``'s module, say) then fails the creation, which the module's RRef
+    holds and the first call reports at once. Unpickled with the message, it would fail
+    before torch made the RRef's owner side, and every call would wait out its timeout. A
+    failure is the RRef's value (a :class:`FailedCreation`), not raised: torch would print
+    it here."""
+    try:
+        unpickled = _compat.rpc_deserialize(recipe, tensors)
+        if isinstance(unpickled, BaseException):  # torch's pickler returns a missing name's error
+            raise unpickled
+        module_cls, args, kwargs = unpickled
+        return create_module(module_cls, args, kwargs, device)
+    except Exception as error:  # the RRef's value says why; raised, torch would print it here
+        return FailedCreation(creation_failure(error))
+
+
+def failure_of(module_rref: rpc.RRef[Any]) -> CreationFailure | None:
+    """Why the module of ``module_rref`` (a RemoteModule without an interface) could not be
+    created, or None once it exists (``owner.check_created``: a RemoteModule sent over RPC
+    before its first call asks)."""
+    try:
+        module = module_rref.local_value()
+    except Exception as error:  # an RRef of init_from_module_rref may hold an error
+        return creation_failure(error)
+    return module.failure if type(module) is FailedCreation else None
