@@ -42,12 +42,7 @@ from remote_module.runtime.errors import (
     short,
 )
 from remote_module.runtime.owner import batches, checkpoints, creation, graphs, table
-from remote_module.runtime.owner.creation import (
-    FailedCreation,
-    create_module,
-    local_module,
-    owned_rref,
-)
+from remote_module.runtime.owner.creation import create_module, local_module, owned_rref
 from remote_module.runtime.owner.state import Recipe, Seat
 
 __all__ = [
@@ -159,13 +154,10 @@ def run(call: Call, *args: Any, **kwargs: Any) -> Any:
         reference = call.reference
         key = None
         if call.first:
-            try:
-                module = reference.local_value()
-            except Exception as error:  # the creation failed; the RRef holds its remote error
-                return creation_failure(error)
-            if type(module) is FailedCreation:  # (see create)
-                return module.failure
-            key = table.file(module)
+            failed = creation.failure_of(reference)
+            if failed is not None:  # the reply says why (creation.from_recipe)
+                return failed
+            key = table.file(reference.local_value())
             if key is not None:
                 reference = key
         remote_fn = registry.remote_function(call.function)
@@ -184,8 +176,8 @@ def run(call: Call, *args: Any, **kwargs: Any) -> Any:
             back: list[torch.Tensor] = []
             named = not registry.in_script_family(remote_fn)
             result = (values.cast_to_wire(result, wire_dtype, back, named), back)
-        elif registry.in_script_family(remote_fn):  # (batched, or counted before its key)
-            result = values.unnamed(result)
+        elif type(result) is not torch.Tensor and registry.in_script_family(remote_fn):
+            result = values.unnamed(result)  # (batched, or counted before its key)
         if call.ticket is not None:
             _count(reference, call.ticket)
         return (result, key) if call.first else result

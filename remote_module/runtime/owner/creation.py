@@ -134,14 +134,13 @@ def from_recipe(
     recipe: bytes, tensors: list[torch.Tensor], device: str
 ) -> nn.Module | FailedCreation:
     """A RemoteModule without an interface: the value of its ``rpc.remote`` (``owner.create``,
-    which a message names). ``module_cls``
-    and its arguments arrive pickled inside the message (``recipe`` and its ``tensors``, as
-    torch's RPC pickler splits them) and are unpickled here: an import that fails on this
-    owner (``module_cls``'s module, say) then fails the creation, which the module's RRef
-    holds and the first call reports at once. Unpickled with the message, it would fail
-    before torch made the RRef's owner side, and every call would wait out its timeout. A
-    failure is the RRef's value (a :class:`FailedCreation`), not raised: torch would print
-    it here."""
+    which a message names). ``module_cls`` and its arguments arrive pickled inside the message
+    (``recipe`` and its ``tensors``, as torch's RPC pickler splits them) and are unpickled
+    here: an import that fails on this owner (``module_cls``'s module, say) then fails the
+    creation, which the module's RRef holds and the first call reports at once. Unpickled
+    with the message, it would fail before torch made the RRef's owner side, and every call
+    would wait out its timeout. A failure is the RRef's value (a :class:`FailedCreation`),
+    not raised: torch would print it here."""
     try:
         unpickled = _compat.rpc_deserialize(recipe, tensors)
         if isinstance(unpickled, BaseException):  # torch's pickler returns a missing name's error
@@ -154,8 +153,8 @@ def from_recipe(
 
 def failure_of(module_rref: rpc.RRef[Any]) -> CreationFailure | None:
     """Why the module of ``module_rref`` (a RemoteModule without an interface) could not be
-    created, or None once it exists (``owner.check_created``: a RemoteModule sent over RPC
-    before its first call asks)."""
+    created, or None once it exists (a first call, and ``owner.check_created``: a RemoteModule
+    sent over RPC before its first call asks)."""
     try:
         module = module_rref.local_value()
     except Exception as error:  # an RRef of init_from_module_rref may hold an error
